@@ -1,0 +1,111 @@
+"""Checks on the composed Hydra config, run before any work starts.
+
+Every problem is one line naming the key and what is allowed (ConfigError); entry points
+print it and exit with status 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.model import ModelConfig, VariantConfig
+from ssmax.model.attention import SCALES
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+OBJECTIVES = ("pretrain", "sft")
+SCHEDULES = ("constant", "cosine")
+TOKENIZERS = ("bpe", "gpt2")
+GPT2_VOCAB = 50257
+
+
+class ConfigError(ValueError):
+    """A bad setting: the message is one line naming the key and the allowed values."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def check_cli_choices(argv: Sequence[str]) -> None:
+    """Name an unknown config-group choice (variant=zzz) in one line, before Hydra's
+    multi-line error. Sweeps (variant=a,b) are checked element by element."""
+    for arg in argv:
+        key, sep, value = arg.lstrip("+~").partition("=")
+        if not sep or "/" in key or not (CONF_DIR / key).is_dir():
+            continue
+        allowed = group_options(key)
+        for choice in value.split(","):
+            _require(
+                choice in allowed, f"{key}={choice!r} is unknown; allowed: {', '.join(allowed)}"
+            )
+
+
+def _check_stage(cfg: DictConfig, stage: str, devices: int) -> None:
+    s = cfg.trainer[stage]
+    key = f"trainer.{stage}"
+    _require(s.lr > 0, f"{key}.lr={s.lr} must be > 0")
+    _require(s.schedule in SCHEDULES, f"{key}.schedule={s.schedule!r}; allowed: {SCHEDULES}")
+    _require(s.batch_size > 0, f"{key}.batch_size={s.batch_size} must be > 0")
+    _require(s.weight_decay >= 0, f"{key}.weight_decay={s.weight_decay} must be >= 0")
+    per_update = s.batch_size * devices
+    _require(
+        s.global_batch % per_update == 0,
+        f"{key}.global_batch={s.global_batch} must be a multiple of batch_size x devices "
+        f"= {per_update} (it is reached by gradient accumulation)",
+    )
+
+
+def validate(cfg: DictConfig) -> None:
+    """Raise ConfigError on the first bad setting."""
+    _require(cfg.objective in OBJECTIVES, f"objective={cfg.objective!r}; allowed: {OBJECTIVES}")
+    _require(cfg.data.seq_len > 0, f"data.seq_len={cfg.data.seq_len} must be > 0")
+    _require(
+        cfg.data.tokenizer in TOKENIZERS,
+        f"data.tokenizer={cfg.data.tokenizer!r}; allowed: {TOKENIZERS}",
+    )
+    if cfg.data.tokenizer == "gpt2":
+        _require(
+            cfg.data.vocab_size == GPT2_VOCAB,
+            f"data.vocab_size={cfg.data.vocab_size} must be {GPT2_VOCAB} with data.tokenizer=gpt2",
+        )
+    _require(
+        cfg.preset.model == cfg.model.name,
+        f"model={cfg.model.name} does not match preset={cfg.preset.name}, which expects "
+        f"model={cfg.preset.model}; drop the model override or pick another preset",
+    )
+    m = cfg.model
+    _require(m.dim % m.n_heads == 0, f"model.dim={m.dim} must be divisible by model.n_heads")
+    _require((m.dim // m.n_heads) % 2 == 0, "model.dim / model.n_heads must be even for RoPE")
+    _require(m.rope_theta > 0, f"model.rope_theta={m.rope_theta} must be > 0")
+    v = cfg.variant
+    _require(v.scale in SCALES, f"variant.scale={v.scale!r}; allowed: {SCALES}")
+    _require(
+        v.s_init == "inv_mean_log_n" or isinstance(v.s_init, int | float),
+        f"variant.s_init={v.s_init!r}; allowed: a number or 'inv_mean_log_n'",
+    )
+    _require(cfg.trainer.devices > 0, f"trainer.devices={cfg.trainer.devices} must be > 0")
+    for stage in OBJECTIVES:
+        _check_stage(cfg, stage, cfg.trainer.devices)
+
+
+def model_config(cfg: DictConfig) -> ModelConfig:
+    return ModelConfig(**OmegaConf.to_container(cfg.model, resolve=True))
+
+
+def variant_config(cfg: DictConfig) -> VariantConfig:
+    return VariantConfig(**OmegaConf.to_container(cfg.variant, resolve=True))
+
+
+def absolute_paths(cfg: DictConfig) -> None:
+    """Make paths.* absolute (from the current directory) so that subprocesses and cluster
+    jobs started elsewhere write to the same place."""
+    for key in ("output_dir", "cache_dir", "run_dir"):
+        cfg.paths[key] = str(Path(cfg.paths[key]).expanduser().resolve())

@@ -1,0 +1,129 @@
+"""The LightningModule: pretraining and SFT objectives around the Transformer."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from ssmax.model import ModelConfig, Transformer, VariantConfig
+
+IGNORE = -100
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, objective: str) -> torch.Tensor:
+    """pretrain: mean next-token loss. sft: the sum of the token losses over the answer span
+    (Sec. 3.3), averaged over the sequences of the batch so the scale is batch-independent."""
+    flat = F.cross_entropy(
+        logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction="sum"
+    )
+    if objective == "sft":
+        return flat / labels.shape[0]
+    return flat / (labels != IGNORE).sum().clamp(min=1)
+
+
+def lr_factor(step: int, warmup: int, total: int, schedule: str, min_ratio: float) -> float:
+    """Linear warmup to 1, then constant (App. B) or cosine to min_ratio (App. C)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Weight decay only on parameters of rank >= 2 (App. B): matrices and embeddings decay;
+    norms and the variant scalars s, b, p_n do not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
+
+
+class LitLM(L.LightningModule):
+    """``optim`` is one of the trainer.pretrain / trainer.sft blocks; ``total_steps`` and
+    ``warmup_steps`` are optimizer steps, resolved by the caller (SFT counts in epochs)."""
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        variant: VariantConfig,
+        train_len: int,
+        objective: str,
+        optim: dict[str, Any],
+        total_steps: int,
+        warmup_steps: int,
+    ) -> None:
+        super().__init__()
+        self.model = Transformer(model_cfg, variant, train_len)
+        self.objective, self.optim = objective, optim
+        self.total_steps, self.warmup_steps = total_steps, warmup_steps
+        self.tokens_seen = 0
+        self._tick: float | None = None
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = lm_loss(self.model(batch["input_ids"]), batch["labels"], self.objective)
+        self.tokens_seen += batch["input_ids"].numel()
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        now = time.perf_counter()
+        if self._tick is not None:
+            self.log("train/tokens_per_s", batch["input_ids"].numel() / (now - self._tick))
+        self._tick = now
+        self.log("train/tokens_seen", float(self.tokens_seen))
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        if self.global_step % self.trainer.log_every_n_steps == 0:
+            self.log_dict(self.variant_stats())
+
+    def variant_stats(self) -> dict[str, float]:
+        """mean/min/max of the learned s and b per layer, and of p_n."""
+        stats: dict[str, float] = {}
+        for i, block in enumerate(self.model.layers):
+            for name in ("s", "b"):
+                value = getattr(block.attn, name, None)
+                if isinstance(value, torch.nn.Parameter):
+                    v = value.detach().float()
+                    for fn in ("mean", "min", "max"):
+                        stats[f"attn/{name}_{fn}/layer_{i:02d}"] = getattr(v, fn)().item()
+        p_n = getattr(self.model, "p_n", None)
+        if p_n is not None:
+            for fn in ("mean", "min", "max"):
+                stats[f"attn/p_n_{fn}"] = getattr(p_n.detach().float(), fn)().item()
+        return stats
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss = lm_loss(self.model(batch["input_ids"]), batch["labels"], self.objective)
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        o = self.optim
+        optimizer = torch.optim.AdamW(
+            param_groups(self.model, o["weight_decay"]),
+            lr=o["lr"],
+            betas=tuple(o["betas"]),
+            eps=o["eps"],
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: lr_factor(
+                step, self.warmup_steps, self.total_steps, o["schedule"], o["min_lr_ratio"]
+            ),
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["tokens_seen"] = self.tokens_seen
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.tokens_seen = checkpoint.get("tokens_seen", 0)

@@ -1,0 +1,128 @@
+"""Causal self-attention and every attention variant of the paper.
+
+Each variant only multiplies the query at position i by a factor m_i (per head) before the
+fused ``F.scaled_dot_product_attention``, so softmax(m_i * q_i K^T / sqrt(d)) is computed by the
+same kernel for every variant (Sec. 2.3, Eq. 11):
+
+    a  softmax                    m = 1
+    b  SSMax                      m = s * log n          s learnable per layer and head
+    c  SSMax, no scaling param    m = log n              (s fixed to 1)
+    d  SSMax with bias            m = s * log n + b      (Eq. 4)
+    e/f swapped-in SSMax          as b, s initialised to 1 / mean_{n<=N} log n
+    pn rationale model            m = s * p_n + b        p_n shared by all layers (Eq. 3)
+
+n is the number of keys the query attends to: position + 1 under the causal mask, which is
+also the cache length when decoding with a KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ssmax.model.cache import KVCache
+from ssmax.model.rope import apply_rope
+
+SCALES = ("none", "log_n", "p_n")
+
+
+@dataclass
+class VariantConfig:
+    """Mirrors conf/variant/*.yaml."""
+
+    name: str = "a_softmax"
+    scale: str = "none"  # none | log_n | p_n: the length term multiplying q
+    learn_s: bool = False  # s is a parameter per layer and head (else a fixed buffer)
+    s_init: float | str = 1.0  # a number, or "inv_mean_log_n" (Sec. 3 (e): 1 / mean log n)
+    bias: bool = False  # learnable b per layer and head, added to the multiplier (Eq. 4)
+    b_init: float = 0.0
+    pn_init: float = 1.0  # Sec. 2.1: p_n initialised to 1
+
+
+def inv_mean_log_n(train_len: int) -> float:
+    """1 / mean_{n=1..N} log n: the s that makes s * log n average to 1 over training lengths."""
+    return train_len / math.lgamma(train_len + 1)
+
+
+def resolve_s_init(variant: VariantConfig, train_len: int) -> float:
+    if variant.s_init == "inv_mean_log_n":
+        return inv_mean_log_n(train_len)
+    return float(variant.s_init)
+
+
+def length_term(
+    variant: VariantConfig, n: torch.Tensor, p_n: torch.Tensor | None
+) -> torch.Tensor | None:
+    """The per-position part of the multiplier (log n or p_n) in float32, or None for softmax.
+
+    p_n is defined for n = 1..N only; past the training length it is held at p_N (the rationale
+    model is only read for Fig. 2, never evaluated at long context).
+    """
+    if variant.scale == "none":
+        return None
+    if variant.scale == "log_n":
+        return torch.log(n.float())
+    if p_n is None:
+        raise ValueError("variant.scale=p_n needs the shared p_n table")
+    return p_n.float()[(n.clamp(1, p_n.numel()) - 1).long()]
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, n_heads: int, variant: VariantConfig, train_len: int) -> None:
+        super().__init__()
+        if dim % n_heads:
+            raise ValueError(f"model.dim={dim} must be divisible by model.n_heads={n_heads}")
+        self.n_heads, self.head_dim, self.variant = n_heads, dim // n_heads, variant
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, dim, bias=False)
+        self.wv = nn.Linear(dim, dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+        if variant.scale != "none":
+            s = torch.full((n_heads,), resolve_s_init(variant, train_len))
+            if variant.learn_s:
+                self.s = nn.Parameter(s)
+            else:  # variant (c): s = 1, not a parameter (adds nothing to the count)
+                self.register_buffer("s", s, persistent=False)
+        if variant.bias:
+            self.b = nn.Parameter(torch.full((n_heads,), float(variant.b_init)))
+
+    def multiplier(self, term: torch.Tensor) -> torch.Tensor:
+        """m[h, t] = s_h * term_t (+ b_h), float32."""
+        m = self.s.float()[:, None] * term[None, :]
+        if self.variant.bias:
+            m = m + self.b.float()[:, None]
+        return m
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        term: torch.Tensor | None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+    ) -> torch.Tensor:
+        bsz, t, dim = x.shape
+        q, k, v = (
+            w(x).view(bsz, t, self.n_heads, self.head_dim).transpose(1, 2)
+            for w in (self.wq, self.wk, self.wv)
+        )
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if term is not None:
+            q = (q.float() * self.multiplier(term)[None, :, :, None]).to(v.dtype)
+        past = 0
+        if cache is not None:
+            past = cache.length(layer)
+            k, v = cache.update(layer, k, v)
+        if past == 0:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+        elif t == 1:  # one new token sees the whole cache
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:  # a chunk appended to a cache: causal within the chunk, full over the past
+            keep = torch.ones(t, past + t, dtype=torch.bool, device=x.device).tril(past)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        return self.wo(y.transpose(1, 2).reshape(bsz, t, dim))

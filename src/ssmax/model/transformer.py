@@ -1,0 +1,144 @@
+"""A Llama-2-style decoder (App. A): RoPE, RMSNorm, SwiGLU, no biases, untied embeddings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ssmax.model.attention import Attention, VariantConfig, length_term
+from ssmax.model.cache import KVCache
+from ssmax.model.rope import rope_angles
+
+
+@dataclass
+class ModelConfig:
+    """Mirrors conf/model/*.yaml."""
+
+    name: str = "tiny"
+    vocab_size: int = 50257
+    n_layers: int = 12
+    n_heads: int = 12
+    dim: int = 768
+    ffn_dim: int = 2048
+    rope_theta: float = 10_000.0
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return xf.to(x.dtype) * self.weight
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, variant: VariantConfig, train_len: int) -> None:
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.attn = Attention(cfg.dim, cfg.n_heads, variant, train_len)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.ffn = SwiGLU(cfg.dim, cfg.ffn_dim)
+
+    def forward(self, x, cos, sin, term, cache, layer):  # noqa: ANN001, ANN201
+        x = x + self.attn(self.attn_norm(x), cos, sin, term, cache, layer)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class Transformer(nn.Module):
+    """Decoder-only LM. ``train_len`` is the training sequence length N: it sizes p_n and
+    sets the (e)/(f) init of s; inference runs at any length."""
+
+    def __init__(self, cfg: ModelConfig, variant: VariantConfig, train_len: int) -> None:
+        super().__init__()
+        self.cfg, self.variant, self.train_len = cfg, variant, train_len
+        self.rope_theta = float(cfg.rope_theta)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.layers = nn.ModuleList(Block(cfg, variant, train_len) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        if variant.scale == "p_n":  # shared by all layers and heads (Eq. 3)
+            self.p_n = nn.Parameter(torch.full((train_len,), float(variant.pn_init)))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        # Paper silent on init: N(0, init_std) for every matrix and embedding (GPT-2/Llama habit).
+        for module in self.modules():
+            if isinstance(module, nn.Linear | nn.Embedding):
+                nn.init.normal_(module.weight, std=self.cfg.init_std)
+
+    @property
+    def head_dim(self) -> int:
+        return self.cfg.dim // self.cfg.n_heads
+
+    def new_cache(self, batch: int, max_len: int) -> KVCache:
+        weight = self.tok_emb.weight
+        return KVCache(
+            self.cfg.n_layers,
+            batch,
+            self.cfg.n_heads,
+            self.head_dim,
+            max_len,
+            device=weight.device,
+            dtype=weight.dtype,
+        )
+
+    def hidden(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Final normalised hidden states [B, T, dim]; with a cache, input_ids continue it."""
+        t = input_ids.shape[1]
+        past = cache.length(0) if cache is not None else 0
+        positions = torch.arange(past, past + t, device=input_ids.device)
+        cos, sin = rope_angles(positions, self.head_dim, self.rope_theta)
+        n = positions + 1  # keys seen by each query under the causal mask
+        term = length_term(self.variant, n, getattr(self, "p_n", None))
+        x = self.tok_emb(input_ids)
+        for i, block in enumerate(self.layers):
+            x = block(x, cos, sin, term, cache, i)
+        return self.norm(x)
+
+    def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Logits [B, T, vocab]."""
+        return self.lm_head(self.hidden(input_ids, cache))
+
+
+def count_parameters(cfg: ModelConfig, variant: VariantConfig, train_len: int) -> int:
+    """Parameter count without allocating weights (built on the meta device)."""
+    with torch.device("meta"):
+        model = Transformer(cfg, variant, train_len)
+    return sum(p.numel() for p in model.parameters())
+
+
+VARIANT_PARAMS = ("attn.s", "attn.b", "p_n")
+
+
+def load_backbone(model: Transformer, state_dict: dict[str, torch.Tensor]) -> None:
+    """Load another variant's weights (e.g. a softmax checkpoint into SSMax for (e)/(f)).
+
+    Every weight must match; only the variant's own scalars (s, b, p_n) may be absent, and
+    they keep their init. A softmax model given SSMax weights drops s and b: refused.
+    """
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    bad_missing = [k for k in missing if not k.endswith(VARIANT_PARAMS)]
+    if bad_missing or unexpected:
+        raise ValueError(
+            f"checkpoint does not fit model: missing {bad_missing[:4]}, unexpected {unexpected[:4]}"
+        )

@@ -1,0 +1,182 @@
+"""Train one variant: `python -m ssmax.train [preset=tiny] [variant=b_ssmax] [objective=sft]`.
+
+Pretraining or SFT of one model on the configured data, logged to MLflow, resumable from the
+last checkpoint in its run folder. Prints the resolved config with `--cfg job`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config import (
+    ConfigError,
+    absolute_paths,
+    check_cli_choices,
+    model_config,
+    validate,
+    variant_config,
+)
+from ssmax.lit.module import LitLM
+from ssmax.model import load_backbone
+from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
+
+RUN_ID_FILE = "mlflow_run_id"
+WEIGHTS_FILE = "model.pt"
+
+
+def precision(setting: str) -> str:
+    if setting != "auto":
+        return setting
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.')."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if "state_dict" in state:
+        state = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}
+    return state
+
+
+def save_atomic(obj: object, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
+    if cfg.objective == "sft":
+        from ssmax.data.squad import SFTDataModule
+
+        return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
+    from ssmax.data.lm import LMDataModule
+
+    return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
+
+
+def mlflow_logger(cfg: DictConfig, run_dir: Path):  # noqa: ANN201 - lazy import of the type
+    """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume."""
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    ensure_experiment(cfg)
+    id_file = run_dir / RUN_ID_FILE
+    run_id = id_file.read_text().strip() if id_file.exists() else None
+    logger = MLFlowLogger(
+        experiment_name=cfg.tracking.experiment,
+        tracking_uri=tracking_uri(cfg),
+        run_name=cfg.run_name or f"{cfg.variant.name}-{cfg.objective}-seed{cfg.seed}",
+        tags=run_tags(cfg),
+        run_id=run_id,
+    )
+    if run_id is None:
+        log_config(logger.experiment, logger.run_id, cfg)
+        id_file.write_text(logger.run_id)
+    return logger
+
+
+def train(cfg: DictConfig) -> Path:
+    """Fit the configured model; returns the path of the final weights (run_dir/model.pt)."""
+    validate(cfg)
+    absolute_paths(cfg)
+    L.seed_everything(cfg.seed, workers=True)
+    stage = cfg.trainer[cfg.objective]
+    devices = cfg.trainer.devices
+    accumulate = stage.global_batch // (stage.batch_size * devices)
+    datamodule = build_datamodule(cfg, stage.batch_size)
+
+    if cfg.objective == "pretrain":
+        total, warmup = stage.max_steps, stage.warmup_steps
+    else:  # SFT is set in epochs (App. C): count the optimizer steps of one epoch
+        datamodule.setup("fit")
+        per_epoch = math.ceil(len(datamodule.train_dataloader()) / (accumulate * devices))
+        total, warmup = stage.epochs * per_epoch, round(stage.warmup_epochs * per_epoch)
+
+    lit = LitLM(
+        model_config(cfg),
+        variant_config(cfg),
+        cfg.data.seq_len,
+        cfg.objective,
+        OmegaConf.to_container(stage, resolve=True),
+        total,
+        warmup,
+    )
+    if cfg.init_from:
+        load_backbone(lit.model, load_weights(cfg.init_from))
+    elif cfg.variant.s_init == "inv_mean_log_n":
+        raise ConfigError(
+            f"variant={cfg.variant.name} starts from softmax weights: set init_from=<path to "
+            "(a)'s model.pt or .ckpt> (the pipeline wires this)"
+        )
+
+    run_dir = Path(cfg.paths.run_dir)
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    logger = mlflow_logger(cfg, run_dir) if cfg.tracking.enabled else False
+    callbacks: list[L.Callback] = [
+        L.pytorch.callbacks.ModelCheckpoint(
+            dirpath=run_dir / "checkpoints",
+            every_n_train_steps=cfg.trainer.checkpoint_every_n_steps,
+            save_last=True,
+            save_top_k=0,
+        )
+    ]
+    if cfg.trainer.progress_bar:
+        callbacks.append(L.pytorch.callbacks.RichProgressBar())
+    trainer = L.Trainer(
+        accelerator=cfg.trainer.accelerator,
+        devices=devices,
+        precision=precision(cfg.trainer.precision),
+        max_steps=total,
+        max_epochs=-1,
+        accumulate_grad_batches=accumulate,
+        gradient_clip_val=stage.grad_clip,
+        val_check_interval=cfg.trainer.val_every_n_steps * accumulate,
+        check_val_every_n_epoch=None,
+        limit_val_batches=cfg.trainer.val_batches,
+        log_every_n_steps=cfg.trainer.log_every_n_steps,
+        logger=logger,
+        callbacks=callbacks,
+        enable_progress_bar=cfg.trainer.progress_bar,
+        enable_model_summary=False,
+        deterministic=cfg.trainer.deterministic,
+        default_root_dir=run_dir,
+    )
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if total > 0:
+        trainer.fit(lit, datamodule=datamodule, ckpt_path=last if last.exists() else None)
+    else:  # e.g. (e): no training, only the validation loss of the converted model
+        trainer.validate(lit, datamodule=datamodule)
+    weights = run_dir / WEIGHTS_FILE
+    save_atomic(lit.model.state_dict(), weights)
+    return weights
+
+
+@hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> None:
+    try:
+        weights = train(cfg)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(f"weights: {weights}")
+
+
+def main() -> None:
+    try:
+        check_cli_choices(sys.argv[1:])
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

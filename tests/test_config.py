@@ -1,0 +1,96 @@
+"""Every preset x variant composes and validates; bad values fail in one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ssmax.config import ConfigError, check_cli_choices, validate
+from tests.conftest import PRESETS, VARIANTS, make_cfg
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_preset_and_variant_composes(preset: str, variant: str) -> None:
+    cfg = make_cfg(f"preset={preset}", f"variant={variant}")
+    validate(cfg)
+    assert cfg.variant.name == variant and cfg.preset.name == preset
+    assert cfg.model.vocab_size == cfg.data.vocab_size
+
+
+def test_paper_preset_has_the_paper_hyperparameters() -> None:
+    cfg = make_cfg("preset=paper")
+    p, s = cfg.trainer.pretrain, cfg.trainer.sft
+    assert (cfg.model.n_layers, cfg.model.n_heads, cfg.model.dim, cfg.model.ffn_dim) == (
+        12,
+        12,
+        768,
+        2048,
+    )
+    assert (cfg.model.vocab_size, cfg.data.seq_len, cfg.model.rope_theta) == (50257, 1024, 1e4)
+    assert (p.lr, list(p.betas), p.weight_decay, p.grad_clip) == (6e-4, [0.9, 0.95], 0.1, 1.0)
+    assert (p.schedule, p.warmup_steps, p.max_steps, p.global_batch) == (
+        "constant",
+        1000,
+        200_000,
+        2048,
+    )
+    assert (s.lr, list(s.betas), s.weight_decay, s.schedule) == (2e-5, [0.9, 0.999], 0.0, "cosine")
+    assert (s.warmup_epochs, s.epochs, s.global_batch) == (1.0, 10, 128)
+    assert (cfg.data.tokenizer, cfg.data.source, cfg.data.sft_source) == (
+        "gpt2",
+        "slimpajama",
+        "squad_v2",
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.pretrain.lr=-1"], "trainer.pretrain.lr=-1"),
+        (["data.seq_len=0"], "data.seq_len=0 must be > 0"),
+        (["preset=paper", "model=tiny"], "model=tiny does not match preset=paper"),
+        (["data.tokenizer=gpt2"], "data.vocab_size=4096 must be 50257"),
+        (["objective=rl"], "objective='rl'"),
+        (["trainer.pretrain.global_batch=20"], "must be a multiple of batch_size"),
+        (["variant.scale=cube"], "variant.scale='cube'"),
+    ],
+)
+def test_bad_values_name_the_key(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        validate(make_cfg(*overrides))
+
+
+def test_unknown_group_choice_names_the_allowed_ones() -> None:
+    with pytest.raises(ConfigError, match="variant='zzz' is unknown; allowed: a_softmax"):
+        check_cli_choices(["variant=b_ssmax,zzz"])
+    check_cli_choices(["variant=a_softmax,b_ssmax", "trainer.pretrain.lr=1", "seed=3"])
+
+
+def run_entry(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ssmax.train", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["variant=zzz"], "variant='zzz' is unknown"),
+        (["trainer.pretrain.lr=-0.1"], "trainer.pretrain.lr=-0.1 must be > 0"),
+    ],
+)
+def test_entry_bad_input_is_one_line_and_exit_2(args: list[str], message: str, tmp_path) -> None:
+    out = run_entry(*args, f"paths.output_dir={tmp_path}")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not (tmp_path / "mlflow.db").exists()  # nothing started
+
+
+def test_cfg_job_prints_the_resolved_config() -> None:
+    out = run_entry("--cfg", "job", "preset=paper", "variant=d_ssmax_bias")
+    assert out.returncode == 0, out.stderr
+    assert "name: d_ssmax_bias" in out.stdout and "global_batch: 2048" in out.stdout
