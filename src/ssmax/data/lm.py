@@ -1,0 +1,185 @@
+"""Pretraining data: cached tokenization, packed [B, T] batches, long held-out sequences."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import random
+from collections.abc import Iterator
+
+import lightning as L
+import torch
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+
+from ssmax.data.corpus import embedded_sha, is_streaming, load_documents
+from ssmax.data.packing import (
+    EpochShuffleSampler,
+    PackedDataset,
+    PackedStream,
+    chunk_stream,
+    encode_stream,
+    pack,
+)
+from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+
+log = logging.getLogger(__name__)
+STREAM_SHUFFLE_BUFFER = 10_000  # documents held for the streaming shuffle
+
+
+def tokenized_split(data_cfg: DictConfig, tokenizer: Tokenizer, split: str):
+    """The embedded split tokenized into an "ids" column, cached by datasets.
+
+    The fingerprint is ours (corpus sha + split settings + tokenizer name): the tokenizer object
+    itself does not hash stably, which would defeat the cache.
+    """
+    ds = load_documents(data_cfg, split)
+    key = (
+        f"{embedded_sha()}|{split}|{data_cfg.val_fraction}|{data_cfg.test_fraction}|"
+        f"{tokenizer.name}"
+    )
+    return ds.map(
+        lambda batch: {"ids": tokenizer.encode_batch(batch["text"])},
+        batched=True,
+        batch_size=64,
+        remove_columns=ds.column_names,
+        new_fingerprint=hashlib.sha256(key.encode()).hexdigest()[:32],
+        desc=f"tokenizing {split}",
+    )
+
+
+def packed_rows(data_cfg: DictConfig, tokenizer: Tokenizer, split: str) -> torch.Tensor:
+    """LongTensor [N, T+1] of one embedded split, documents in corpus order."""
+    ids = tokenized_split(data_cfg, tokenizer, split)["ids"]
+    return pack(ids, tokenizer.eos_id, int(data_cfg.seq_len))
+
+
+def _stream_texts(data_cfg: DictConfig, split: str, seed: int, shuffle: bool):
+    """A function epoch -> document texts of a streaming split (seeded buffer shuffle)."""
+    ds = load_documents(data_cfg, split)
+    if shuffle:
+        ds = ds.shuffle(seed=seed, buffer_size=STREAM_SHUFFLE_BUFFER)
+
+    def texts(epoch: int) -> Iterator[str]:
+        ds.set_epoch(epoch)
+        return (ex["text"] for ex in ds)
+
+    return texts
+
+
+def test_texts(data_cfg: DictConfig, seed: int = 0, cycle: bool = True) -> Iterator[str]:
+    """Test-split documents in a seeded order (e.g. haystack text); passes repeat if cycle."""
+    if is_streaming(data_cfg):
+        make = _stream_texts(data_cfg, "test", seed, shuffle=True)
+        for epoch in itertools.count():
+            yield from make(epoch)
+            if not cycle:
+                return
+            log.warning("test split exhausted: starting pass %d", epoch + 2)
+    docs = list(load_documents(data_cfg, "test")["text"])
+    if not docs:
+        raise ValueError("the test split is empty: raise data.test_fraction")
+    for epoch in itertools.count():
+        yield from random.Random(seed * 1_000_003 + epoch).sample(docs, len(docs))
+        if not cycle:
+            return
+        if epoch == 0:
+            log.warning("test split (%d documents) exhausted: repeating it", len(docs))
+
+
+def test_token_stream(
+    data_cfg: DictConfig, tokenizer: Tokenizer, seed: int = 0, cycle: bool = True
+) -> Iterator[list[int]]:
+    """Token ids of the test documents (same order as test_texts), each followed by EOS."""
+    for ids in encode_stream(test_texts(data_cfg, seed, cycle), tokenizer):
+        yield [*ids, tokenizer.eos_id]
+
+
+def iter_test_sequences(
+    data_cfg: DictConfig, tokenizer: Tokenizer, length: int, seed: int = 0
+) -> Iterator[torch.Tensor]:
+    """Endless LongTensor[length] windows of the concatenated test documents (doc EOS doc ...)."""
+    texts = test_texts(data_cfg, seed, cycle=True)
+    return chunk_stream(encode_stream(texts, tokenizer), tokenizer.eos_id, length)
+
+
+def test_sequences(
+    data_cfg: DictConfig, tokenizer: Tokenizer, length: int, count: int, seed: int = 0
+) -> torch.Tensor:
+    """LongTensor [count, length] of held-out test text, deterministic for a seed."""
+    seqs = itertools.islice(iter_test_sequences(data_cfg, tokenizer, length, seed), count)
+    return torch.stack(list(seqs))
+
+
+class LMDataModule(L.LightningDataModule):
+    """Packed next-token batches {"input_ids", "labels"}: LongTensor [B, T], T = data.seq_len."""
+
+    def __init__(
+        self,
+        data_cfg: DictConfig,
+        batch_size: int,
+        seed: int = 0,
+        eval_batch_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.data_cfg, self.batch_size, self.seed = data_cfg, batch_size, seed
+        self.eval_batch_size = eval_batch_size or batch_size
+        self._tokenizer: Tokenizer | None = None
+        self._sets: dict[str, object] = {}
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.data_cfg)
+        return self._tokenizer
+
+    def prepare_data(self) -> None:
+        """Train/cache the tokenizer and the tokenized splits (rank 0 only under DDP)."""
+        if not is_streaming(self.data_cfg):
+            for split in ("train", "validation"):
+                tokenized_split(self.data_cfg, self.tokenizer, split)
+
+    def dataset(self, split: str):
+        """PackedDataset (embedded) or PackedStream (streaming) of one split, built once."""
+        if split not in self._sets:
+            cfg, seq_len = self.data_cfg, int(self.data_cfg.seq_len)
+            if is_streaming(cfg):
+                train = split == "train"
+                limit = None if train else cfg.get("max_eval_sequences")
+                texts = _stream_texts(cfg, split, self.seed, shuffle=train)
+                self._sets[split] = PackedStream(texts, self.tokenizer, seq_len, limit)
+            else:
+                rows = packed_rows(cfg, self.tokenizer, split)
+                limit = None if split == "train" else cfg.get("max_eval_sequences")
+                self._sets[split] = PackedDataset(rows[:limit] if limit else rows)
+        return self._sets[split]
+
+    def setup(self, stage: str | None = None) -> None:
+        if stage in (None, "fit"):
+            self.dataset("train")
+        self.dataset("validation")
+
+    def _loader(self, split: str, batch_size: int) -> DataLoader:
+        ds = self.dataset(split)
+        sampler = None
+        if split == "train" and isinstance(ds, PackedDataset):
+            sampler = EpochShuffleSampler(len(ds), self.seed)
+        workers = int(self.data_cfg.num_workers)
+        return DataLoader(
+            ds,
+            batch_size=batch_size,
+            sampler=sampler,
+            drop_last=split == "train",  # fixed [B, T] for every training step
+            num_workers=workers,
+            persistent_workers=workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", self.batch_size)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("validation", self.eval_batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", self.eval_batch_size)
