@@ -25,14 +25,18 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
 
 
-def _probe(url: str, timeout: float, result: list[BaseException | None]) -> None:
+def _probe(url: str, timeout: float, result: list[str | None]) -> None:
+    """Append None if the Hub answered, else a short reason."""
     try:
         urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=timeout)
         result.append(None)
-    except urllib.error.HTTPError:
-        result.append(None)  # any HTTP answer means the hub is there
+    except urllib.error.HTTPError as exc:
+        # Auth errors from the Hub itself still mean "reachable"; a bare 404/502 from a
+        # firewall or proxy in between does not.
+        hub = exc.code in (401, 403) and "x-request-id" in {k.lower() for k in exc.headers}
+        result.append(None if hub else f"HTTP {exc.code}")
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
-        result.append(exc)
+        result.append(type(exc).__name__)
 
 
 def require_hub(repo_id: str, local_key: str, timeout: float = 3.0) -> None:
@@ -45,14 +49,14 @@ def require_hub(repo_id: str, local_key: str, timeout: float = 3.0) -> None:
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
         reason = "HF_HUB_OFFLINE is set"
     else:
-        result: list[BaseException | None] = []
+        result: list[str | None] = []
         url = f"{endpoint}/api/datasets/{repo_id}"
         thread = threading.Thread(target=_probe, args=(url, timeout, result), daemon=True)
         thread.start()
         thread.join(timeout + 0.5)
         if result and result[0] is None:
             return
-        reason = f"{type(result[0]).__name__}" if result else f"no answer in {timeout:.0f} s"
+        reason = result[0] if result else f"no answer in {timeout:.0f} s"
     raise DataUnavailableError(
         f"cannot reach the Hugging Face Hub at {endpoint} for {repo_id} ({reason}); "
         f"set {local_key} to local files, or use the offline default data=embedded"
