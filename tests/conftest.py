@@ -5,18 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
 from ssmax.config import CONF_DIR
+from ssmax.config import compose as make_cfg
+
+__all__ = ["PRESETS", "VARIANTS", "make_cfg"]
 
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
 PRESETS = sorted(p.stem for p in (CONF_DIR / "preset").glob("*.yaml"))
-
-
-def make_cfg(*overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
 
 
 @pytest.fixture(scope="session")

@@ -49,7 +49,7 @@ def test_swap_softmax_weights_into_ssmax() -> None:
     swapped = small("e_swap_after_pretrain")
     load_backbone(swapped, softmax.state_dict())
     s = torch.stack([block.attn.s for block in swapped.layers])
-    assert torch.allclose(s, torch.full_like(s, inv_mean_log_n(32)))
+    assert torch.allclose(s, torch.full_like(s, inv_mean_log_n(64)))
     for key, value in softmax.state_dict().items():
         assert torch.equal(swapped.state_dict()[key], value)
     ids = torch.randint(0, 512, (1, 16))

@@ -30,6 +30,15 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def compose(*overrides: str) -> DictConfig:
+    """The composed config, as `python -m ssmax.train <overrides>` would see it."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
+
+
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 

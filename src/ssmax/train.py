@@ -54,7 +54,7 @@ def save_atomic(obj: object, path: Path) -> None:
 
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     if cfg.objective == "sft":
-        from ssmax.data.squad import SFTDataModule
+        from ssmax.data.sft import SFTDataModule
 
         return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
     from ssmax.data.lm import LMDataModule

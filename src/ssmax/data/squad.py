@@ -114,13 +114,3 @@ def load_squad(data_cfg: DictConfig, split: str, filtered: bool = True):
     else:
         raise ValueError(f"data.sft_source={source!r}; allowed: ('generated', 'squad_v2')")
     return ds.filter(has_answer) if filtered else ds
-
-
-def __getattr__(name: str):
-    # SFTDataModule lives in ssmax.data.sft (which imports this module); kept reachable here
-    # lazily for callers that import it from ssmax.data.squad.
-    if name == "SFTDataModule":
-        from ssmax.data.sft import SFTDataModule
-
-        return SFTDataModule
-    raise AttributeError(name)

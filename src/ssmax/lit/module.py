@@ -74,6 +74,8 @@ class LitLM(L.LightningModule):
         loss = lm_loss(self.model(batch["input_ids"]), batch["labels"], self.objective)
         self.tokens_seen += batch["input_ids"].numel()
         self.log("train/loss", loss, prog_bar=True)
+        # The LR this step uses (the scheduler steps after the optimizer).
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
 
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -82,7 +84,6 @@ class LitLM(L.LightningModule):
             self.log("train/tokens_per_s", batch["input_ids"].numel() / (now - self._tick))
         self._tick = now
         self.log("train/tokens_seen", float(self.tokens_seen))
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         if self.global_step % self.trainer.log_every_n_steps == 0:
             self.log_dict(self.variant_stats())
 

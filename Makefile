@@ -1,0 +1,55 @@
+# ssmax-repro: `make help` lists the targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch lies on local disk for this pin; on a GPU machine pass the CUDA build,
+# e.g. `make setup TORCH=torch==2.13.0 PIP_EXTRA=--index-url=...`.
+TORCH ?= torch==2.13.0
+PIP_EXTRA ?=
+PRESET ?= tiny
+VARIANT ?= a_softmax
+ARGS ?=
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup train train-all test test-fast lint format bench clean
+
+help: ## Show this help
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project (idempotent)
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
+	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(ARGS)
+
+train-all: setup ## Hydra multirun: pretrain variants (a)-(d) one after another
+	$(PY) -m ssmax.train -m preset=$(PRESET) \
+		variant=a_softmax,b_ssmax,c_ssmax_no_scale,d_ssmax_bias $(ARGS)
+
+test: setup ## Run the test suite (what CI runs)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: setup ## Tests without the slow ones
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: setup ## ruff lint and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup ## ruff fix and format
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: setup ## Step-time ratios: Lightning vs bare loop, SSMax variants vs softmax
+	$(PY) bench/bench_step.py --preset $(PRESET)
+
+clean: ## Remove outputs and caches (keeps .venv)
+	rm -rf outputs multirun .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +
