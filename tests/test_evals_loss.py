@@ -1,0 +1,44 @@
+"""Per-position loss equals the naive full-logits cross-entropy, for every variant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ssmax.config import model_config, variant_config
+from ssmax.evals import scaled_rope_theta
+from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss, smooth
+from ssmax.model import Transformer
+from tests.conftest import VARIANTS, make_cfg
+
+
+def tiny_model(variant: str, seed: int = 0) -> Transformer:
+    cfg = make_cfg("preset=smoke", f"variant={variant}")
+    torch.manual_seed(seed)
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len).double()
+    with torch.no_grad():  # non-init s, b, p_n so that every variant's multiplier matters
+        for name, p in model.named_parameters():
+            if name.endswith(("attn.s", "attn.b", "p_n")):
+                p.uniform_(0.3, 1.5)
+    return model.eval()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_matches_naive_cross_entropy(variant: str) -> None:
+    model = tiny_model(variant)
+    seqs = torch.randint(0, model.cfg.vocab_size, (3, 40))
+    with scaled_rope_theta(model, 50.0), torch.no_grad():
+        got = per_position_loss(model, seqs, chunk=7, batch_size=2)
+        logits = model(seqs[:, :-1])
+    naive = F.cross_entropy(logits.transpose(1, 2), seqs[:, 1:], reduction="none").mean(0)
+    assert got.dtype == torch.float64 and got.shape == (39,)
+    torch.testing.assert_close(got, naive, rtol=1e-10, atol=1e-10)
+    assert model.rope_theta == model.cfg.rope_theta  # restored
+
+
+def test_summaries() -> None:
+    losses = torch.arange(20, dtype=torch.float64)  # context length c = index + 1
+    assert loss_at_multiples(losses, 4, (1, 2, 5, 6)) == {1: 1.5, 2: 5.5, 5: 17.5}
+    sm = smooth(losses, 3)
+    assert sm[0] == 0.5 and sm[5] == 5.0 and sm[-1] == 18.5
