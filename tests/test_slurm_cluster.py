@@ -1,0 +1,166 @@
+"""submitit against the real local SLURM cluster (slurm/cluster.sh, fixture `slurm_cluster`).
+
+Each test waits on a deadline of its own, so a regression (e.g. a broken sacct stand-in leaving
+job states UNKNOWN) fails fast instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import cloudpickle
+import pytest
+import submitit
+from submitit.core.utils import FailedJobError, UncompletedJobError
+
+from tests.slurm_fixtures import SlurmCluster
+
+pytestmark = pytest.mark.slurm
+
+# Ship this module's functions and classes by value: the job then need not import `tests`
+# (it would only find it when pytest runs from the repository root).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+DEADLINE_S = 40.0
+
+
+def _executor(folder: Path, timeout_min: int = 5) -> submitit.AutoExecutor:
+    executor = submitit.AutoExecutor(folder=folder / "%j", cluster="slurm")
+    # timeout_min > 10 where preemption is tested: submitit counts an interrupt as a time-out
+    # when the job's guaranteed walltime is that short.
+    executor.update_parameters(timeout_min=timeout_min, cpus_per_task=1, slurm_signal_delay_s=5)
+    return executor
+
+
+def _wait(job: submitit.Job, deadline_s: float = DEADLINE_S) -> None:
+    """job.wait() with a deadline; force a state refresh each time (submitit's back-off grows)."""
+    end = time.monotonic() + deadline_s
+    while not job.done(force_check=True):
+        if time.monotonic() > end:
+            pytest.fail(f"job {job.job_id} not done after {deadline_s}s (state {job.state})")
+        time.sleep(0.5)
+
+
+def _wait_for(what: str, check: Callable[[], bool], deadline_s: float = DEADLINE_S) -> None:
+    end = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _final_state(job: submitit.Job, deadline_s: float = 20.0) -> str:
+    """The job's state once SLURM has finished it, as submitit reads it (through sacct).
+
+    job.done() turns True as soon as the result file exists, while SLURM may still say RUNNING
+    or COMPLETING for a moment.
+    """
+    end = time.monotonic() + deadline_s
+    while True:
+        state = job.watcher.get_state(job.job_id, mode="force")
+        if job.watcher.is_done(job.job_id, mode="cache") and state != "COMPLETING":
+            return state
+        if time.monotonic() > end:
+            pytest.fail(f"job {job.job_id} still {state} after {deadline_s}s")
+        time.sleep(0.3)
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def stamp(seconds: float) -> tuple[float, float]:
+    """Sleep, return (start, end) wall times."""
+    start = time.time()
+    time.sleep(seconds)
+    return start, time.time()
+
+
+def fail() -> None:
+    raise ValueError("boom from the job")
+
+
+def sleep_long() -> None:
+    time.sleep(300)
+
+
+class Resumable(submitit.helpers.Checkpointable):
+    """First run: mark that it started, then wait to be preempted. Resumed run: return the count.
+
+    submitit's default checkpoint() pickles `self` (runs == 1) and requeues the job.
+    """
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, marker: str) -> int:
+        self.runs += 1
+        if self.runs == 1:
+            Path(marker).write_text("started")
+            time.sleep(300)
+        return self.runs
+
+
+def test_cluster_is_up(slurm_cluster: SlurmCluster) -> None:
+    assert "UP" in slurm_cluster.run("scontrol", "ping")
+    assert slurm_cluster.run("sinfo", "-h", "-o", "%t").strip() in {"idle", "mix", "alloc"}
+
+
+def test_submitit_returns_result(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    job = _executor(tmp_path).submit(add, 2, 3)
+    _wait(job)
+    assert job.result() == 5
+    assert _final_state(job) == "COMPLETED"
+
+
+def test_afterok_dependency(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    executor = _executor(tmp_path)
+    parent = executor.submit(stamp, 4.0)
+    after = {"dependency": f"afterok:{parent.job_id}"}
+    executor.update_parameters(slurm_additional_parameters=after)
+    child = executor.submit(stamp, 0.0)
+    _wait_for("parent RUNNING", lambda: slurm_cluster.state(parent.job_id) == "RUNNING")
+    assert slurm_cluster.state(child.job_id) == "PENDING"
+    reason = slurm_cluster.run("squeue", "-h", "-j", child.job_id, "-o", "%r").strip()
+    assert reason == "Dependency"
+    _wait(child)
+    (_, parent_end), (child_start, _) = parent.result(), child.result()
+    assert child_start >= parent_end
+
+
+def test_failing_job_raises_promptly(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    job = _executor(tmp_path).submit(fail)
+    _wait(job)
+    assert _final_state(job) == "FAILED"
+    start = time.monotonic()
+    with pytest.raises(FailedJobError, match="boom from the job"):
+        job.result()
+    assert time.monotonic() - start < 5
+
+
+def test_cancelled_job_is_seen_cancelled(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    job = _executor(tmp_path).submit(sleep_long)
+    _wait_for(f"job {job.job_id} RUNNING", lambda: slurm_cluster.state(job.job_id) == "RUNNING")
+    job.cancel()
+    _wait(job)
+    assert _final_state(job).startswith("CANCELLED")
+    job._results_timeout_s = 1  # no result file will come: do not wait the default 15 s for it
+    with pytest.raises(UncompletedJobError):
+        job.result()
+
+
+def test_checkpointable_resumes_after_preemption(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    job = _executor(tmp_path, timeout_min=20).submit(Resumable(), str(marker))
+    _wait_for("the first run to start", marker.exists)
+    time.sleep(1.0)  # let submitit's signal handlers settle in before the signal arrives
+    job._interrupt()  # SIGTERM then USR2: preemption -> checkpoint -> requeue
+    _wait(job, deadline_s=60)
+    assert job.result() == 2
+    log = Path(str(job.paths.stderr)).read_text()
+    assert "preempted" in log.lower()
