@@ -1,0 +1,142 @@
+"""Needle in a haystack: exact prompt length, needle depth, scoring, greedy KV-cache decoding."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import DictConfig
+
+from ssmax.data.lm import test_texts
+from ssmax.data.sft import prompt_ids
+from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.evals import scaled_rope_theta
+from ssmax.evals.niah import (
+    CITIES,
+    NEEDLE,
+    QUESTION,
+    SCORES,
+    accuracy_grid,
+    build_sample,
+    greedy_decode,
+    random_needle,
+    run_niah,
+    score_answer,
+    take_haystack,
+)
+from tests.conftest import make_cfg
+from tests.test_evals_loss import tiny_model
+
+
+@pytest.fixture(scope="module")
+def data_cfg(shared_cache: Path) -> DictConfig:
+    return make_cfg("preset=smoke", f"paths.cache_dir={shared_cache}").data
+
+
+@pytest.fixture(scope="module")
+def tokenizer(data_cfg: DictConfig) -> Tokenizer:
+    return load_tokenizer(data_cfg)
+
+
+def test_cities_distinct_and_numbers_have_seven_digits() -> None:
+    assert len(CITIES) == len(set(CITIES)) >= 100
+    rng = random.Random(0)
+    for _ in range(200):
+        city, number = random_needle(rng)
+        assert city in CITIES and len(number) == 7 and number.isdigit() and number[0] != "0"
+
+
+@pytest.mark.parametrize("context", [300, 1000, 3000])
+def test_prompt_length_and_needle_depth(
+    data_cfg: DictConfig, tokenizer: Tokenizer, context: int
+) -> None:
+    texts = test_texts(data_cfg, seed=1)
+    for depth in (0.0, 0.1, 0.3, 0.5, 0.7, 0.9):
+        hay = take_haystack(texts, tokenizer, context)
+        s = build_sample(tokenizer, hay, "Tokyo", "8106422", context, depth, answer_tokens=8)
+        assert len(s.ids) == context - 8  # room left for the 8 answer tokens
+        text = tokenizer.decode(s.ids)
+        assert text.endswith("\n\nQuestion: " + QUESTION.format(city="Tokyo") + "\nAnswer:")
+        assert text.count(NEEDLE.format(city="Tokyo", number="8106422")) == 1
+        context_text = text[: text.index("\n\nQuestion:")]
+        assert prompt_ids(tokenizer, context_text, QUESTION.format(city="Tokyo")) == s.ids
+        # The needle's own tokens and the span from just after the colon to its end
+        assert tokenizer.decode(s.ids[s.needle_start :]).lstrip().startswith("The special magic")
+        assert tokenizer.decode(s.ids[s.span[0] : s.span[1]]).strip() == "8106422."
+        # Depth by token position: within the snap tolerance (2.5%) plus a few tokens
+        assert s.needle_depth == pytest.approx(depth, abs=0.025 + 4 / context)
+        # Independently: re-tokenize the haystack around the needle
+        needle_at = context_text.index(NEEDLE.format(city="Tokyo", number="8106422"))
+        before = len(tokenizer.encode(context_text[:needle_at]))
+        rest = context_text[needle_at + len(NEEDLE.format(city="Tokyo", number="8106422")) :]
+        hay = before + len(tokenizer.encode(rest))
+        assert before / hay == pytest.approx(depth, abs=0.025 + 4 / context)
+        assert abs(s.needle_start - before) <= 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "score"),
+    [
+        (" 8106422", "full"),
+        ("8106422.", "full"),
+        (" The number is 8106422, yes", "full"),
+        (" 8106423", "first_digit"),
+        (" 81064221", "first_digit"),  # extra digit: not the number
+        (" 8", "first_digit"),
+        (" 1106422", "wrong"),
+        (" Tokyo", "wrong"),
+        ("", "wrong"),
+        (" 81 06422", "first_digit"),  # the first run of digits is the reply
+    ],
+)
+def test_score_answer(answer: str, score: str) -> None:
+    assert score_answer(answer, "8106422") == score
+
+
+def naive_greedy(model, prompt: list[int], steps: int, eos_id: int | None) -> list[int]:
+    """Re-run the whole context at every step; eos_id=None allows EOS."""
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = model(torch.tensor([ids]))[0, -1]
+            if eos_id is not None:
+                logits[eos_id] = float("-inf")
+            ids.append(int(logits.argmax()))
+    return ids[len(prompt) :]
+
+
+@pytest.mark.parametrize("variant", ["a_softmax", "b_ssmax", "d_ssmax_bias"])
+def test_kv_cache_decoding_matches_full_recompute(variant: str) -> None:
+    model = tiny_model(variant, seed=1)
+    prompt = torch.randint(1, model.cfg.vocab_size, (90,)).tolist()  # longer than train_len
+    with scaled_rope_theta(model):
+        got = greedy_decode(model, prompt, 12, eos_id=0)
+        assert got == naive_greedy(model, prompt, 12, eos_id=0)
+
+
+def test_eos_is_never_chosen() -> None:
+    model = tiny_model("b_ssmax", seed=2)
+    bump = torch.zeros(model.cfg.vocab_size, dtype=torch.float64)
+    bump[7] = 1e3  # EOS (id 7 here) is by far the most probable token everywhere
+    handle = model.lm_head.register_forward_hook(lambda _m, _i, out: out + bump)
+    try:
+        prompt = torch.randint(0, model.cfg.vocab_size, (20,)).tolist()
+        assert naive_greedy(model, prompt, 5, eos_id=None) == [7] * 5
+        got = greedy_decode(model, prompt, 5, eos_id=7)
+    finally:
+        handle.remove()
+    assert 7 not in got and got == naive_greedy(model, prompt, 5, eos_id=7)
+
+
+def test_run_niah_and_grid(data_cfg: DictConfig, tokenizer: Tokenizer) -> None:
+    model = tiny_model("b_ssmax").float()
+    with scaled_rope_theta(model):
+        records = run_niah(model, tokenizer, data_cfg, [128, 256], (0.1, 0.5), 2, seed=3)
+    assert len(records) == 8 and {r.score for r in records} <= set(SCORES)
+    assert all(len(r.number) == 7 and r.city in CITIES for r in records)
+    contexts, depths, grid = accuracy_grid(records)
+    _, _, loose = accuracy_grid(records, "first_digit")
+    assert contexts == [128, 256] and depths == [0.1, 0.5] and grid.shape == (2, 2)
+    assert bool(((grid >= 0) & (grid <= loose) & (loose <= 1)).all())
