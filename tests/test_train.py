@@ -33,7 +33,7 @@ def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def softmax_weights(out_dir: Path, shared_cache: Path) -> Path:
-    return train(smoke_cfg(out_dir, shared_cache, "a_softmax"))
+    return train(smoke_cfg(out_dir, shared_cache, "a_softmax")).weights
 
 
 def run_of(cfg, variant: str):  # noqa: ANN001, ANN201
@@ -49,7 +49,7 @@ def test_pretrain_logs_to_mlflow(
     variant: str, out_dir: Path, shared_cache: Path, softmax_weights: Path
 ) -> None:
     cfg = smoke_cfg(out_dir, shared_cache, variant)
-    weights = softmax_weights if variant == "a_softmax" else train(cfg)
+    weights = softmax_weights if variant == "a_softmax" else train(cfg).weights
     assert weights.exists()
     client, run = run_of(cfg, variant)
     assert run.info.status == "FINISHED"
@@ -87,7 +87,7 @@ def test_swap_after_pretrain_converts_without_training(
         f"init_from={softmax_weights}",
         "trainer.pretrain.max_steps=0",
     )
-    swapped = load_weights(train(cfg))
+    swapped = load_weights(train(cfg).weights)
     original = load_weights(softmax_weights)
     assert all(torch.equal(swapped[k], v) for k, v in original.items())
     assert torch.allclose(swapped["layers.0.attn.s"], torch.tensor(inv_mean_log_n(64)))
@@ -107,7 +107,7 @@ def test_switch_during_pretrain_trains_from_softmax_checkpoint(
         "trainer.pretrain.max_steps=6",
         "trainer.pretrain.warmup_steps=4",
     )
-    switched = load_weights(train(cfg))
+    switched = load_weights(train(cfg).weights)
     s = switched["layers.1.attn.s"]
     assert not torch.allclose(s, torch.tensor(inv_mean_log_n(64)))  # s was trained
     client, run = run_of(cfg, "f_switch_during_pretrain")
@@ -121,7 +121,7 @@ def test_sft_from_pretrained_weights(
     cfg = smoke_cfg(
         out_dir, shared_cache, "b_ssmax", "objective=sft", f"init_from={softmax_weights}"
     )
-    weights = train(cfg)
+    weights = train(cfg).weights
     assert weights.parent.name == "b_ssmax-sft-seed0"
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)

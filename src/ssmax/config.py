@@ -30,13 +30,14 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def compose(*overrides: str) -> DictConfig:
-    """The composed config, as `python -m ssmax.train <overrides>` would see it."""
+def compose(*overrides: str, config_name: str = "config") -> DictConfig:
+    """The composed config, as `python -m ssmax.train <overrides>` would see it (or the
+    pipeline entry, with config_name="pipeline")."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
+        return hydra_compose(config_name, overrides=list(overrides))
 
 
 def group_options(group: str) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -30,6 +31,14 @@ from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
+
+
+@dataclass
+class TrainResult:
+    weights: Path  # final weights (run_dir/model.pt)
+    run_id: str | None  # the MLflow run
+    metrics: dict[str, float]  # last logged values (train/loss, val/loss, ...)
+    extra_weights: dict[int, Path]  # step -> weights saved mid-run (trainer.save_weights_at)
 
 
 def precision(setting: str) -> str:
@@ -69,11 +78,14 @@ def mlflow_logger(cfg: DictConfig, run_dir: Path):  # noqa: ANN201 - lazy import
     ensure_experiment(cfg)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
+    tags = run_tags(cfg)
+    if cfg.tracking.parent_run_id:  # a child of the pipeline's run
+        tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
     logger = MLFlowLogger(
         experiment_name=cfg.tracking.experiment,
         tracking_uri=tracking_uri(cfg),
         run_name=cfg.run_name or f"{cfg.variant.name}-{cfg.objective}-seed{cfg.seed}",
-        tags=run_tags(cfg),
+        tags=tags,
         run_id=run_id,
     )
     if run_id is None:
@@ -82,8 +94,8 @@ def mlflow_logger(cfg: DictConfig, run_dir: Path):  # noqa: ANN201 - lazy import
     return logger
 
 
-def train(cfg: DictConfig) -> Path:
-    """Fit the configured model; returns the path of the final weights (run_dir/model.pt)."""
+def train(cfg: DictConfig) -> TrainResult:
+    """Fit the configured model; the final weights land in run_dir/model.pt."""
     validate(cfg)
     absolute_paths(cfg)
     L.seed_everything(cfg.seed, workers=True)
@@ -128,6 +140,11 @@ def train(cfg: DictConfig) -> Path:
             save_top_k=0,
         )
     ]
+    save_at = {
+        int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
+    }
+    if save_at:
+        callbacks.append(SaveWeightsAt(save_at))
     if cfg.trainer.progress_bar:
         callbacks.append(L.pytorch.callbacks.RichProgressBar())
     trainer = L.Trainer(
@@ -152,21 +169,34 @@ def train(cfg: DictConfig) -> Path:
     last = run_dir / "checkpoints" / "last.ckpt"
     if total > 0:
         trainer.fit(lit, datamodule=datamodule, ckpt_path=last if last.exists() else None)
-    else:  # e.g. (e): no training, only the validation loss of the converted model
-        trainer.validate(lit, datamodule=datamodule)
+    # The final model's validation loss, for every run ((e) has no training at all).
+    trainer.validate(lit, datamodule=datamodule, verbose=False)
     weights = run_dir / WEIGHTS_FILE
     save_atomic(lit.model.state_dict(), weights)
-    return weights
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
+
+
+class SaveWeightsAt(L.Callback):
+    """Saves the model's weights after the given optimizer steps (e.g. (a) at 87.5% for (f))."""
+
+    def __init__(self, paths: dict[int, Path]) -> None:
+        self.paths = paths
+
+    def on_train_batch_end(self, trainer: L.Trainer, lit: L.LightningModule, *_: object) -> None:
+        path = self.paths.get(trainer.global_step)
+        if path is not None and not path.exists():
+            save_atomic(lit.model.state_dict(), path)
 
 
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     try:
-        weights = train(cfg)
+        result = train(cfg)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    print(f"weights: {weights}")
+    print(f"weights: {result.weights}")
 
 
 def main() -> None:

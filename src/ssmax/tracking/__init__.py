@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,59 @@ def log_config(client: Any, run_id: str, cfg: DictConfig) -> None:
     for i in range(0, len(params), 100):
         client.log_batch(run_id, params=params[i : i + 100])
     client.log_text(run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+
+
+def _client(cfg: DictConfig) -> Any:
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri(cfg))
+
+
+def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> str:
+    """The parent run of one pipeline invocation; its config is logged as for any run."""
+    client = _client(cfg)
+    run = client.create_run(ensure_experiment(cfg), run_name=name, tags=tags)
+    log_config(client, run.info.run_id, cfg)
+    return run.info.run_id
+
+
+def child_run(
+    cfg: DictConfig,
+    name: str,
+    parent_run_id: str | None,
+    tags: dict[str, str],
+    log_params: bool = True,
+) -> str:
+    """A run under the pipeline's run for a node that does not train (training nodes get
+    theirs from the Lightning logger, with the same parent)."""
+    client = _client(cfg)
+    tags = run_tags(cfg) | dict(tags)  # the node's own tags win
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+    run = client.create_run(ensure_experiment(cfg), run_name=name, tags=tags)
+    if log_params:
+        log_config(client, run.info.run_id, cfg)
+    return run.info.run_id
+
+
+def finish_run(
+    cfg: DictConfig, run_id: str, status: str, tags: dict[str, str] | None = None
+) -> None:
+    client = _client(cfg)
+    for key, value in (tags or {}).items():
+        client.set_tag(run_id, key, value)
+    if client.get_run(run_id).info.status != status:
+        client.set_terminated(run_id, status)
+
+
+def log_artifacts(cfg: DictConfig, run_id: str, directory: Path) -> None:
+    if directory.is_dir():
+        _client(cfg).log_artifacts(run_id, str(directory))
+
+
+def log_metrics(cfg: DictConfig, run_id: str, metrics: dict[str, float], step: int = 0) -> None:
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
+    _client(cfg).log_batch(run_id, metrics=items)

@@ -1,0 +1,73 @@
+"""`python -m ssmax.pipeline {run,plan,status} [hydra overrides ...]`
+
+run     execute every node that is not cached (the executor group picks where), then report
+plan    print the DAG: each node, its fingerprint and whether it is cached or would run
+status  each node's state on disk
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from ssmax.config import ConfigError, check_cli_choices
+
+
+def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
+    for job in jobs:
+        if job.done is not None:
+            state = "cached"
+        else:  # a folder without a done-marker: started, resumes from its checkpoint
+            state = "partial" if Path(job.dir).exists() else "to-run"
+        print(f"{state:<7} {job.name:<42} {job.fingerprint[:12]}  {job.dir}")
+    todo = sum(job.done is None for job in jobs)
+    print(f"{len(jobs)} nodes: {len(jobs) - todo} cached, {todo} to run")
+
+
+def run(overrides: list[str]) -> int:
+    from ssmax.pipeline.executors import EXECUTORS
+    from ssmax.pipeline.run import close_pipeline_run, plan
+    from ssmax.tracking import git_commit, start_pipeline_run, tracking_uri
+
+    start = time.perf_counter()
+    cfg, jobs = plan(overrides)
+    name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
+    tags = {"kind": "pipeline", "preset": str(cfg.preset.name), "git_commit": git_commit()}
+    parent = start_pipeline_run(cfg, name, tags)
+    for job in jobs:
+        job.parent_run_id = parent
+    states = EXECUTORS[cfg.executor.kind](jobs, cfg, lambda line: print(line, flush=True))
+    close_pipeline_run(cfg, parent, jobs, states)
+    counts = {s: list(states.values()).count(s) for s in ("cached", "done", "failed", "blocked")}
+    print(f"\n{len(jobs)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    print(f"wall time: {time.perf_counter() - start:.1f} s")
+    report = next((j for j in jobs if j.stage == "report"), None)
+    if report is not None and states.get(report.name) in ("cached", "done"):
+        print(f"report: {report.done['outputs']['report_md']}")
+    print(f"browse: mlflow ui --backend-store-uri {tracking_uri(cfg)}")
+    return 1 if counts["failed"] or counts["blocked"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command, overrides = (argv[0], argv[1:]) if argv and "=" not in argv[0] else ("run", argv)
+    try:
+        if command not in ("run", "plan", "status"):
+            raise ConfigError(f"command {command!r} is unknown; allowed: run, plan, status")
+        check_cli_choices(overrides)
+        if command == "run":
+            return run(overrides)
+        from ssmax.pipeline.run import plan
+
+        _, jobs = plan(overrides)
+        _print_plan(jobs)
+        return 0
+    except (ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

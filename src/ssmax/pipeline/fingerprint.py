@@ -1,0 +1,88 @@
+"""A node's fingerprint: what its result depends on, hashed.
+
+It covers the config keys the stage reads (not logging or progress settings), the
+fingerprints of its inputs, the source code of the modules the stage runs, and the data
+manifest. Same fingerprint, same result: the node is skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+SFT_KEYS = ("sft_", "squad_files", "hf_squad")
+PACKAGE = Path(__file__).resolve().parents[1]
+_TRAIN_CODE = ("model", "lit", "data", "train.py", "config.py", "stages/common.py")
+# stage -> (config keys it reads, code it runs, relative to src/ssmax)
+STAGE_DEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "pretrain": (("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
+                  "pipeline.switch_fraction", "pipeline.pn_fraction"),
+                 (*_TRAIN_CODE, "stages/pretrain.py")),
+    "switch": (("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
+                "pipeline.switch_fraction"),
+               (*_TRAIN_CODE, "stages/switch.py")),
+    "sft": (("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
+            (*_TRAIN_CODE, "stages/sft.py")),
+    "rope_pretrained": (("model.rope_theta", "pipeline.rope_factor"), ("stages/rope.py",)),
+    "rope_sft": (("model.rope_theta", "pipeline.rope_factor"), ("stages/rope.py",)),
+    "eval_loss": (("seed", "data:lm", "eval.loss"),
+                  ("model", "data", "evals", "stages/common.py", "stages/eval_loss.py")),
+    "eval_niah": (("seed", "data", "eval.niah"),
+                  ("model", "data", "evals", "stages/common.py", "stages/eval_niah.py")),
+    "report": (("pipeline.seeds", "pipeline.variants"), ("stages/report.py",)),
+}  # fmt: skip
+
+
+def select(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, object]:
+    """The resolved values of dotted keys (missing ones count as None). "data:lm" is the data
+    block without its SFT keys, so that an SFT setting does not re-run pretraining."""
+    out: dict[str, object] = {}
+    for key in keys:
+        value = OmegaConf.select(cfg, "data" if key == "data:lm" else key, default=None)
+        if OmegaConf.is_config(value):
+            value = OmegaConf.to_container(value, resolve=True)
+        if key.startswith("data"):  # where files live and how they are read: not the result
+            value = {k: v for k, v in value.items() if k not in ("cache_dir", "num_workers")}
+        if key == "data:lm":
+            value = {k: v for k, v in value.items() if not k.startswith(SFT_KEYS)}
+        out[key] = value
+    return out
+
+
+@cache
+def code_hash(paths: tuple[str, ...]) -> str:
+    """sha256 over the text of the given modules and packages (.py files, sorted)."""
+    digest = hashlib.sha256()
+    for rel in paths:
+        target = PACKAGE / rel
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        for file in files:
+            digest.update(str(file.relative_to(PACKAGE)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def data_manifest(cfg: DictConfig) -> str:
+    """Identifies the data itself (the config only names it)."""
+    if cfg.data.source == "embedded":
+        from ssmax.data.corpus import embedded_sha
+
+        return embedded_sha()
+    files = OmegaConf.to_container(cfg.data, resolve=True)["slimpajama_files"]
+    return json.dumps([cfg.data.hf_slimpajama, files])
+
+
+def fingerprint(stage: str, cfg: DictConfig, input_fingerprints: list[str]) -> str:
+    keys, code = STAGE_DEPS[stage]
+    payload = {
+        "stage": stage,
+        "config": select(cfg, keys),
+        "inputs": input_fingerprints,
+        "code": code_hash(code),
+        "data": data_manifest(cfg) if any(k.startswith("data") for k in keys) else None,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,163 @@
+"""Plan the DAG (configs, fingerprints, what is cached) and execute what is not.
+
+``plan`` is pure: it composes each node's config and fingerprint and looks for done-markers.
+``execute_node`` runs one node from a picklable NodeJob: the same call in process, in a local
+subprocess or in a cluster job. ``run_pipeline`` ties them together under one MLflow run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config import absolute_paths, compose, validate
+from ssmax.pipeline.dag import TRAINING_STAGES, Node, build_dag
+from ssmax.pipeline.fingerprint import fingerprint
+from ssmax.pipeline.state import DONE, node_dir, read_done, write_done
+
+STAGE_MODULES = {
+    "pretrain": "pretrain",
+    "switch": "switch",
+    "sft": "sft",
+    "rope_pretrained": "rope",
+    "rope_sft": "rope",
+    "eval_loss": "eval_loss",
+    "eval_niah": "eval_niah",
+    "report": "report",
+}
+
+
+@dataclass
+class NodeJob:
+    """Everything a worker needs to run one node (picklable, paths absolute)."""
+
+    name: str
+    stage: str
+    variant: str | None
+    seed: int | None
+    cfg_yaml: str
+    fingerprint: str
+    dir: str
+    input_dirs: dict[str, str]
+    parent_run_id: str | None = None
+    threads: int | None = None  # torch threads for this node (parallel local workers share cores)
+
+    @property
+    def done(self) -> dict[str, Any] | None:
+        return read_done(Path(self.dir), self.fingerprint)
+
+
+def compose_pipeline(
+    overrides: list[str], variant: str | None = None, seed: int | None = None
+) -> DictConfig:
+    """The pipeline config, or one node's (its variant, seed and per-variant overrides)."""
+    base = compose(*overrides, config_name="pipeline")
+    if variant is None:
+        return base
+    extra = list(base.pipeline.overrides.get(variant, []))
+    return compose(*overrides, f"variant={variant}", f"seed={seed}", *extra, config_name="pipeline")
+
+
+def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
+    """The pipeline config and every node as a job, inputs first."""
+    base = compose_pipeline(overrides)
+    validate(base)
+    absolute_paths(base)
+    dag = build_dag(list(base.pipeline.variants), list(base.pipeline.seeds))
+    configs: dict[tuple[str | None, int | None], DictConfig] = {}
+    jobs: dict[str, NodeJob] = {}
+    for node in dag.values():
+        key = (node.variant, node.seed)
+        if key not in configs:
+            cfg = base if node.variant is None else compose_pipeline(overrides, *key)
+            validate(cfg)
+            absolute_paths(cfg)
+            configs[key] = cfg
+        jobs[node.name] = _job(node, configs[key], jobs)
+    return base, list(jobs.values())
+
+
+def _job(node: Node, cfg: DictConfig, upstream: dict[str, NodeJob]) -> NodeJob:
+    fp = fingerprint(node.stage, cfg, [upstream[i].fingerprint for i in node.inputs])
+    directory = node_dir(cfg.paths.output_dir, node.name, fp)
+    return NodeJob(
+        name=node.name, stage=node.stage, variant=node.variant, seed=node.seed,
+        cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), fingerprint=fp, dir=str(directory),
+        input_dirs={i: upstream[i].dir for i in node.inputs},
+    )  # fmt: skip
+
+
+def execute_node(job: NodeJob) -> dict[str, Any]:
+    """Run one node and write its done-marker; returns the done record."""
+    from ssmax.stages.common import StageContext
+    from ssmax.tracking import child_run, finish_run
+
+    if job.threads:
+        import torch
+
+        torch.set_num_threads(job.threads)
+    directory = Path(job.dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.yaml").write_text(job.cfg_yaml)
+    cfg = OmegaConf.create(job.cfg_yaml)
+    cfg.tracking.parent_run_id = job.parent_run_id
+    inputs = {}
+    for name, input_dir in job.input_dirs.items():
+        done = Path(input_dir) / DONE
+        if not done.exists():
+            raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
+        inputs[name] = json.loads(done.read_text())["outputs"]
+    trains = job.stage in TRAINING_STAGES
+    run_id = None if trains else child_run(cfg, job.name, job.parent_run_id, _tags(job))
+    ctx = StageContext(job.name, job.stage, cfg, directory, inputs, run_id)
+    start = time.perf_counter()
+    module = importlib.import_module(f"ssmax.stages.{STAGE_MODULES[job.stage]}")
+    try:
+        outputs = module.run(ctx)
+    except BaseException:
+        if run_id:
+            finish_run(cfg, run_id, "FAILED")
+        raise
+    run_id = outputs.get("run_id", run_id)
+    if run_id:
+        finish_run(cfg, run_id, "FINISHED", _tags(job))
+    record = {
+        "node": job.name, "fingerprint": job.fingerprint, "outputs": outputs,
+        "run_id": run_id, "wall_s": round(time.perf_counter() - start, 3),
+    }  # fmt: skip
+    write_done(directory, record)
+    return record
+
+
+def _tags(job: NodeJob) -> dict[str, str]:
+    tags = {"stage": job.stage, "node": job.name, "fingerprint": job.fingerprint}
+    if job.variant is not None:
+        tags |= {"variant": job.variant, "seed": str(job.seed)}
+    return tags
+
+
+def close_pipeline_run(
+    cfg: DictConfig, parent_run_id: str, jobs: list[NodeJob], states: dict[str, str]
+) -> None:
+    """Cached nodes appear as child runs linked to the run that made them; the report
+    becomes an artifact of the pipeline's run, which ends FINISHED or FAILED."""
+    from ssmax.tracking import child_run, finish_run, log_artifacts
+
+    for job in jobs:
+        if states.get(job.name) != "cached":
+            continue
+        record = job.done
+        tags = _tags(job) | {"cached": "true", "source_run_id": str(record.get("run_id"))}
+        run_id = child_run(cfg, job.name, parent_run_id, tags, log_params=False)
+        finish_run(cfg, run_id, "FINISHED")
+    report = next((j for j in jobs if j.stage == "report"), None)
+    if report is not None and states.get(report.name) in ("cached", "done"):
+        log_artifacts(cfg, parent_run_id, Path(report.dir) / "report")
+    failed = any(s in ("failed", "blocked") for s in states.values())
+    finish_run(cfg, parent_run_id, "FAILED" if failed else "FINISHED")

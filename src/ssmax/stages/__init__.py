@@ -1,0 +1,1 @@
+"""Pipeline stages: one module each, with one entry function ``run(ctx) -> outputs``."""

@@ -1,0 +1,51 @@
+"""What every stage gets (StageContext) and the few things several stages do."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config import model_config, variant_config
+from ssmax.model import Transformer
+
+
+@dataclass
+class StageContext:
+    name: str  # the node, e.g. "sft/b_ssmax/seed0"
+    stage: str
+    cfg: DictConfig  # the node's resolved config (its variant, seed and overrides)
+    out_dir: Path  # the node's own folder; everything it writes goes here
+    inputs: dict[str, dict[str, Any]]  # upstream node name -> that node's outputs
+    run_id: str | None = None  # MLflow run for stages that do not train (training makes its own)
+
+    def only_input(self) -> dict[str, Any]:
+        (outputs,) = self.inputs.values()
+        return outputs
+
+
+def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
+    """The node's config as ssmax.train expects it: its folder, its MLflow name and parent."""
+    cfg = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
+    cfg.objective = objective
+    cfg.paths.run_dir = str(ctx.out_dir)
+    cfg.run_name = ctx.name
+    return cfg
+
+
+def load_model(cfg: DictConfig, weights: str, rope_theta: float) -> Transformer:
+    """The node's model with the given weights, in eval mode, at the given RoPE theta."""
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    model.rope_theta = float(rope_theta)
+    return model.eval()
+
+
+def write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    tmp.replace(path)

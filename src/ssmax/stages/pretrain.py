@@ -1,0 +1,33 @@
+"""Pretraining from scratch: (a)-(d) for the full run, the p_n model for its shorter one.
+
+Every pretrain node also saves its weights at pipeline.switch_fraction of its steps (87.5%,
+175k of 200k at paper scale), which switch(f) starts from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ssmax.pipeline.dag import RATIONALE
+from ssmax.stages.common import StageContext, train_cfg
+from ssmax.train import train
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    cfg = train_cfg(ctx, "pretrain")
+    steps = cfg.trainer.pretrain.max_steps
+    if cfg.variant.name == RATIONALE:  # Sec. 2.1: 25k of the main run's 200k iterations
+        steps = max(1, round(cfg.pipeline.pn_fraction * steps))
+        cfg.trainer.pretrain.max_steps = steps
+    switch_step = max(1, round(cfg.pipeline.switch_fraction * steps))
+    cfg.trainer.save_weights_at = [switch_step]
+    result = train(cfg)
+    return {
+        "weights": str(result.weights),
+        "switch_point": str(result.extra_weights[switch_step]),
+        "switch_step": switch_step,
+        "steps": steps,
+        "train_loss": result.metrics.get("train/loss"),
+        "val_loss": result.metrics.get("val/loss"),
+        "run_id": result.run_id,
+    }

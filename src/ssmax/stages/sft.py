@@ -1,0 +1,20 @@
+"""Supervised fine-tuning on SQuAD 2.0 (or its generated stand-in), App. C hyperparameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ssmax.stages.common import StageContext, train_cfg
+from ssmax.train import train
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    cfg = train_cfg(ctx, "sft")
+    cfg.init_from = ctx.only_input()["weights"]
+    result = train(cfg)
+    return {
+        "weights": str(result.weights),
+        "train_loss": result.metrics.get("train/loss"),
+        "val_loss": result.metrics.get("val/loss"),
+        "run_id": result.run_id,
+    }

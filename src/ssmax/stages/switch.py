@@ -1,0 +1,34 @@
+"""Softmax replaced by SSMax in (a)'s weights, s = 1 / mean log n (Sec. 3 (e), (f)).
+
+(e) takes (a)'s final weights and does not train. (f) takes (a)'s weights at the switch point
+and trains the remaining steps with a fresh LR warmup. Its optimizer state starts fresh too:
+s is a new parameter and the paper restarts the schedule, so (a)'s Adam moments are dropped
+(a choice; the paper is silent). The data order restarts from the seed's first batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ssmax.pipeline.dag import SWITCHED
+from ssmax.stages.common import StageContext, train_cfg
+from ssmax.train import train
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    softmax = ctx.only_input()
+    cfg = train_cfg(ctx, "pretrain")
+    if SWITCHED[cfg.variant.name] == "final":
+        cfg.init_from = softmax["weights"]
+        cfg.trainer.pretrain.max_steps = 0  # no training: validation loss only
+    else:
+        cfg.init_from = softmax["switch_point"]
+        cfg.trainer.pretrain.max_steps = softmax["steps"] - softmax["switch_step"]
+    result = train(cfg)
+    return {
+        "weights": str(result.weights),
+        "steps": int(cfg.trainer.pretrain.max_steps),
+        "train_loss": result.metrics.get("train/loss"),
+        "val_loss": result.metrics.get("val/loss"),
+        "run_id": result.run_id,
+    }
