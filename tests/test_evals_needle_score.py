@@ -1,0 +1,114 @@
+"""The captured attention row equals the last row of a naive full float64 attention matrix."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import DictConfig
+
+from ssmax.data.tokenizer import load_tokenizer
+from ssmax.evals import scaled_rope_theta
+from ssmax.evals.needle_score import (
+    attention_rows,
+    capture_last_attention,
+    needle_score_map,
+    needle_scores,
+    top_needle_scores,
+)
+from ssmax.evals.niah import SCORES, greedy_decode
+from ssmax.model import Transformer
+from tests.conftest import VARIANTS, make_cfg
+from tests.test_evals_loss import tiny_model
+
+
+def naive_attention(
+    model: Transformer, ids: torch.Tensor
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Every layer's full [H, T, T] attention matrix and the final hidden states, written out:
+    explicit RoPE angles, explicit n, explicit multiplier, explicit causal mask."""
+    t, h, d = ids.numel(), model.cfg.n_heads, model.head_dim
+    pos = torch.arange(t, dtype=torch.float64)
+    n = pos + 1
+    angle = pos[:, None] * model.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    cos, sin = angle.cos(), angle.sin()
+
+    def rope(x: torch.Tensor) -> torch.Tensor:  # pairs (x_j, x_{j+d/2}) rotated by angle_j
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+    mats, x = [], model.tok_emb(ids[None]).double()
+    for block in model.layers:
+        a = block.attn
+        xn = block.attn_norm(x)
+        q, k, v = (w(xn)[0].view(t, h, d).transpose(0, 1).double() for w in (a.wq, a.wk, a.wv))
+        scale = a.variant.scale
+        if scale == "none":
+            m = torch.ones(h, t, dtype=torch.float64)
+        else:
+            term = torch.log(n) if scale == "log_n" else model.p_n.double()[n.long() - 1]
+            m = a.s.double()[:, None] * term[None, :]
+            if a.variant.bias:
+                m = m + a.b.double()[:, None]
+        scores = m[:, :, None] * (rope(q) @ rope(k).transpose(-1, -2)) / math.sqrt(d)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # [H, T, T]
+        mats.append(attn)
+        y = (attn @ v).transpose(0, 1).reshape(1, t, h * d)
+        x = x + a.wo(y)
+        x = x + block.ffn(block.ffn_norm(x))
+    return mats, model.norm(x)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_row_matches_naive_attention(variant: str) -> None:
+    model = tiny_model(variant, seed=3)  # float64, s / b / p_n at random non-init values
+    model.rope_theta *= 50
+    with torch.no_grad():  # larger q.k so that rows are far from uniform and errors show
+        for block in model.layers:
+            block.attn.wq.weight.mul_(6)
+            block.attn.wk.weight.mul_(6)
+    ids = torch.randint(0, model.cfg.vocab_size, (48,))
+    mats, hidden = naive_attention(model, ids)
+    with torch.no_grad():  # the reference forward is the model's own
+        torch.testing.assert_close(hidden, model.hidden(ids[None]), rtol=1e-5, atol=1e-5)
+    rows = attention_rows(model, ids.tolist())
+    assert rows.shape == (2, 2, 48) and rows.dtype == torch.float64 and rows.max() > 2 / 48
+    for layer, mat in enumerate(mats):  # the model rotates and scales q, k in float32
+        torch.testing.assert_close(rows[layer], mat[:, -1], rtol=1e-5, atol=1e-6)
+    span = (20, 27)
+    want = torch.stack([mat[:, -1, 20:27].sum(-1) for mat in mats])
+    torch.testing.assert_close(needle_scores(model, ids.tolist(), span), want, rtol=1e-5, atol=1e-6)
+    # Without a cache the keys are recomputed from the layer input: same row
+    with torch.no_grad(), capture_last_attention(model) as no_cache:
+        model.hidden(ids[None])
+    torch.testing.assert_close(torch.stack([no_cache[0], no_cache[1]]), rows)
+
+
+def test_capture_keeps_the_prefill_row_while_decoding() -> None:
+    model = tiny_model("b_ssmax", seed=4)
+    ids = torch.randint(1, model.cfg.vocab_size, (30,)).tolist()
+    with capture_last_attention(model) as rows:
+        greedy_decode(model, ids, 4, eos_id=0)
+    assert rows[0].shape == (2, 30)
+    torch.testing.assert_close(torch.stack([rows[0], rows[1]]), attention_rows(model, ids))
+
+
+@pytest.fixture(scope="module")
+def data_cfg(shared_cache: Path) -> DictConfig:
+    return make_cfg("preset=smoke", f"paths.cache_dir={shared_cache}").data
+
+
+def test_fig7_and_fig8_entries(data_cfg: DictConfig) -> None:
+    tokenizer = load_tokenizer(data_cfg)
+    model = tiny_model("b_ssmax").float()
+    with scaled_rope_theta(model):
+        grid = needle_score_map(model, tokenizer, data_cfg, context_tokens=200)
+        trials = top_needle_scores(model, tokenizer, data_cfg, context_tokens=200, trials=3)
+    assert grid.shape == (2, 2) and bool(((grid > 0) & (grid < 1)).all())
+    assert len(trials) == 3
+    for trial in trials:
+        assert 0 < trial.top_score < 1 and trial.score in SCORES and 0 <= trial.depth <= 1
+        assert 0 <= trial.layer < 2 and 0 <= trial.head < 2
