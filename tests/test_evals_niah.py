@@ -13,19 +13,15 @@ from ssmax.data.lm import test_texts
 from ssmax.data.sft import prompt_ids
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 from ssmax.evals import scaled_rope_theta
-from ssmax.evals.niah import (
+from ssmax.evals.haystack import (
     CITIES,
     NEEDLE,
     QUESTION,
-    SCORES,
-    accuracy_grid,
     build_sample,
-    greedy_decode,
     random_needle,
-    run_niah,
-    score_answer,
     take_haystack,
 )
+from ssmax.evals.niah import SCORES, accuracy_grid, greedy_decode, run_niah, score_answer
 from tests.conftest import make_cfg
 from tests.test_evals_loss import tiny_model
 

@@ -31,14 +31,8 @@ from ssmax.data.lm import test_texts
 from ssmax.data.sft import DEFAULT_PROMPT
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.common import model_device
-from ssmax.evals.niah import (
-    ANSWER_TOKENS,
-    build_sample,
-    greedy_decode,
-    random_needle,
-    score_answer,
-    take_haystack,
-)
+from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
+from ssmax.evals.niah import greedy_decode, score_answer
 from ssmax.model import Transformer
 from ssmax.model.attention import Attention
 from ssmax.model.rope import apply_rope
@@ -89,7 +83,6 @@ def capture_last_attention(model: Transformer) -> Iterator[dict[int, torch.Tenso
 @torch.no_grad()
 def attention_rows(model: Transformer, ids: Sequence[int]) -> torch.Tensor:
     """[n_layers, n_heads, n]: attention of the last position of ``ids`` (KV-cache prefill)."""
-    model.eval()
     with capture_last_attention(model) as rows:
         model.hidden(
             torch.tensor([list(ids)], device=model_device(model)), model.new_cache(1, len(ids))

@@ -1,0 +1,159 @@
+"""Needle-in-a-haystack prompts (Sec. 3.3): the needle, the haystack, an exact-length prompt.
+
+The paper's needle is "The special magic {city} number is: {7 digits}." (after Arize AI's
+test), asked for in the SFT prompt format. Choices where the paper is silent:
+
+- Context size counts every token the model holds: the prompt plus ``answer_tokens`` decoded
+  tokens, so the prompt is exactly ``context_tokens - answer_tokens`` tokens long. The haystack
+  is cut at the character that makes it fit exactly (BPE counts can jump by two at a word
+  start; then a leading word of the haystack is dropped and the cut searched again).
+- Haystack: test-split documents (``test_texts``) joined by blank lines, consumed in a seeded
+  order, fresh text for each sample. The needle goes at a sentence start within ``snap`` (a
+  fraction of the haystack) of the requested depth, else at the nearest word start. Depth is
+  haystack tokens before the needle / haystack tokens (``NeedleSample.needle_depth``).
+- Cities: 100 distinct world cities; numbers uniform over 7 digits, first digit non-zero.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids
+from ssmax.data.tokenizer import Tokenizer
+from ssmax.evals.spans import char_to_token
+
+NEEDLE = "The special magic {city} number is: {number}."
+QUESTION = "What is the special magic {city} number?"
+ANSWER_TOKENS = 8  # " " + 7 digits is 8 bytes: <= 8 tokens under any byte-level BPE
+CITIES = (
+    "Tokyo", "Delhi", "Shanghai", "Sao Paulo", "Mexico City", "Cairo", "Mumbai", "Beijing",
+    "Dhaka", "Osaka", "New York", "Karachi", "Buenos Aires", "Chongqing", "Istanbul", "Kolkata",
+    "Manila", "Lagos", "Rio de Janeiro", "Tianjin", "Kinshasa", "Guangzhou", "Los Angeles",
+    "Moscow", "Shenzhen", "Lahore", "Bangalore", "Paris", "Bogota", "Jakarta", "Chennai", "Lima",
+    "Bangkok", "Seoul", "Nagoya", "Hyderabad", "London", "Tehran", "Chicago", "Chengdu", "Nanjing",
+    "Wuhan", "Ho Chi Minh City", "Luanda", "Ahmedabad", "Kuala Lumpur", "Hong Kong", "Hangzhou",
+    "Riyadh", "Santiago", "Madrid", "Baghdad", "Toronto", "Surat", "Pune", "Houston", "Dallas",
+    "Khartoum", "Singapore", "Barcelona", "Saint Petersburg", "Philadelphia", "Atlanta",
+    "Yangon", "Alexandria", "Abidjan", "Guadalajara", "Ankara", "Melbourne", "Sydney", "Miami",
+    "Nairobi", "Johannesburg", "Cape Town", "Berlin", "Rome", "Athens", "Lisbon", "Vienna",
+    "Warsaw", "Prague", "Budapest", "Stockholm", "Oslo", "Copenhagen", "Helsinki", "Dublin",
+    "Amsterdam", "Brussels", "Zurich", "Montreal", "Vancouver", "Boston", "Seattle", "Havana",
+    "Casablanca", "Accra", "Addis Ababa", "Dubai", "Auckland",
+)  # fmt: skip
+
+
+@dataclass
+class NeedleSample:
+    ids: list[int]  # the prompt
+    city: str
+    number: str
+    depth: float  # requested
+    needle_depth: float  # actual: haystack tokens before the needle / haystack tokens
+    needle_start: int  # token index of the needle's first token
+    span: tuple[int, int]  # tokens [a, b) from just after the colon to the needle's end
+
+
+def random_needle(rng: random.Random) -> tuple[str, str]:
+    """A random city and a 7-digit number with a non-zero first digit."""
+    return rng.choice(CITIES), str(rng.randint(1_000_000, 9_999_999))
+
+
+def take_haystack(texts: Iterator[str], tokenizer: Tokenizer, n_tokens: int) -> str:
+    """The next documents of ``texts``, joined by blank lines, with at least n_tokens tokens."""
+    parts, count = [], 0
+    while count < n_tokens:
+        parts.append(next(texts))
+        count += len(tokenizer.encode(parts[-1])) + 1
+    return "\n\n".join(parts)
+
+
+def _insertion_point(haystack: str, target: int, tolerance: int, limit: int) -> int:
+    """Character index (<= limit) to insert at: a sentence start near target, else a word start."""
+
+    def nearest(pattern: str) -> int:
+        starts = [0, *(m.end() for m in re.finditer(pattern, haystack[:limit]))]
+        return min(starts, key=lambda i: abs(i - target))
+
+    best = nearest(r"[.!?][\"')\]]*\s+")
+    return best if abs(best - target) <= tolerance else nearest(r"\s+")
+
+
+def _context(before: str, needle: str, after: str, c: int) -> str:
+    return before + needle + (" " + after[:c] if c else "")
+
+
+def _word_end(text: str) -> int:
+    match = re.search(r"\S+\s*", text)
+    return match.end() if match else len(text)
+
+
+def _fit_tail(
+    encode: Callable[[str], list[int]], before: str, needle: str, after: str, n_prompt: int
+) -> int | None:
+    """Tail length c (characters of ``after``) giving exactly n_prompt tokens, else None."""
+
+    def size(c: int) -> int:
+        return len(encode(_context(before, needle, after, c)))
+
+    if size(0) > n_prompt:
+        return None
+    lo, hi = 0, len(after)  # largest c with size(c) <= n_prompt
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if size(mid) <= n_prompt else (lo, mid - 1)
+    # token counts are not strictly monotone in c: look just past lo for an exact fit
+    return next((c for c in range(lo, min(lo + 64, len(after) + 1)) if size(c) == n_prompt), None)
+
+
+def build_sample(
+    tokenizer: Tokenizer,
+    haystack: str,
+    city: str,
+    number: str,
+    context_tokens: int,
+    depth: float,
+    answer_tokens: int = ANSWER_TOKENS,
+    template: str = DEFAULT_PROMPT,
+    snap: float = 0.025,
+) -> NeedleSample:
+    """A prompt of exactly ``context_tokens - answer_tokens`` tokens with the needle at depth."""
+    needle, question = NEEDLE.format(city=city, number=number), QUESTION.format(city=city)
+    n_prompt = context_tokens - answer_tokens
+
+    def encode(context: str) -> list[int]:
+        return prompt_ids(tokenizer, context, question, template)
+
+    budget = n_prompt - len(encode(needle))  # haystack tokens to add
+    hay_ids = tokenizer.encode(haystack)
+    if budget < 1 or len(hay_ids) < budget + 16:
+        raise ValueError(f"context_tokens={context_tokens}: haystack budget {budget} tokens")
+    head = len(tokenizer.decode(hay_ids[: round(depth * budget)]))
+    fits = len(tokenizer.decode(hay_ids[:budget]))  # characters of haystack that fit
+    point = _insertion_point(haystack, head, round(snap * fits), fits)
+    before, after = haystack[:point], haystack[point:]
+    for _ in range(16):
+        c = _fit_tail(encode, before, needle, after, n_prompt)
+        if c is not None:
+            break
+        # No tail length hits n_prompt exactly (BPE counts can jump by 2): drop a leading word
+        if before:
+            before = before[_word_end(before) :]
+        else:
+            after = after[_word_end(after) :]
+    else:
+        raise ValueError(f"no haystack cut gives exactly {n_prompt} prompt tokens")
+    ctx = _context(before, needle, after, c)
+    ids = encode(ctx)
+    text = template.format(context=ctx, question=question)
+    c0 = text.find(ctx)
+    n0 = c0 + len(before)  # needle's first character
+    at = [char_to_token(tokenizer, ids, x) for x in (c0, n0, n0 + needle.index(":") + 1)]
+    end = char_to_token(tokenizer, ids, n0 + len(needle) - 1) + 1
+    ctx_end = char_to_token(tokenizer, ids, c0 + len(ctx) - 1) + 1
+    hay_tokens = ctx_end - at[0] - (end - at[1])
+    return NeedleSample(
+        ids, city, number, depth, (at[1] - at[0]) / max(hay_tokens, 1), at[1], (at[2], end)
+    )
