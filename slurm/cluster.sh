@@ -42,7 +42,15 @@ alive() {
     f="$(pidfile "$1")"
     [[ -s "$f" ]] || return 1
     pid="$(<"$f")"
-    kill -0 "$pid" 2>/dev/null
+    running "$pid"
+}
+
+# Alive and not a zombie (a dead daemon lingers as one until init reaps it; kill -0 passes).
+running() {
+    local stat
+    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+    stat="${stat##*) }"
+    [[ "${stat%% *}" != Z ]]
 }
 
 client() { SLURM_CONF="$DIR/etc/slurm.conf" "$@"; }
@@ -230,12 +238,18 @@ stop_daemons() {
     done
     local deadline=$((SECONDS + STOP_TIMEOUT))
     for pid in "${pids[@]}"; do
-        while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then
+        while running "$pid" && ((SECONDS < deadline)); do sleep 0.1; done
+        if running "$pid"; then
             echo "cluster.sh: pid $pid ignored SIGTERM for ${STOP_TIMEOUT}s: SIGKILL" >&2
         fi
         # Also whatever the group holds beyond its leader.
         kill -KILL -- "-$pid" 2>/dev/null || true
+    done
+    # Exited daemons stay zombies until init reaps them (here in a second or two): wait a little,
+    # so that `pgrep slurm` right after `down` comes back empty. Harmless if it takes longer.
+    deadline=$((SECONDS + 3))
+    for pid in "${pids[@]}"; do
+        while [[ -e "/proc/$pid" ]] && ((SECONDS < deadline)); do sleep 0.1; done
     done
     for name in "$@"; do rm -f "$(pidfile "$name")"; done
 }

@@ -118,14 +118,21 @@ def test_submitit_returns_result(slurm_cluster: SlurmCluster, tmp_path: Path) ->
 
 def test_afterok_dependency(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     executor = _executor(tmp_path)
-    parent = executor.submit(stamp, 4.0)
+    parent = executor.submit(stamp, 5.0)
     after = {"dependency": f"afterok:{parent.job_id}"}
     executor.update_parameters(slurm_additional_parameters=after)
     child = executor.submit(stamp, 0.0)
     _wait_for("parent RUNNING", lambda: slurm_cluster.state(parent.job_id) == "RUNNING")
-    assert slurm_cluster.state(child.job_id) == "PENDING"
-    reason = slurm_cluster.run("squeue", "-h", "-j", child.job_id, "-o", "%r").strip()
-    assert reason == "Dependency"
+    # The scheduler sets the reason on its next pass (sched_interval=2).
+    _wait_for(
+        "child held by its dependency",
+        lambda: (
+            slurm_cluster.run("squeue", "-h", "-j", child.job_id, "-o", "%T %r").strip()
+            == "PENDING Dependency"
+        ),
+        deadline_s=10,
+    )
+    assert slurm_cluster.state(parent.job_id) == "RUNNING"
     _wait(child)
     (_, parent_end), (child_start, _) = parent.result(), child.result()
     assert child_start >= parent_end
