@@ -10,9 +10,11 @@ PRESET ?= tiny
 VARIANT ?= a_softmax
 ARGS ?=
 PYTEST_ARGS ?=
+SLURM_DIR ?= outputs/slurm
 
 .DEFAULT_GOAL := help
-.PHONY: help setup train train-all test test-fast lint format bench clean
+.PHONY: help setup train train-all test test-fast lint format bench clean \
+	slurm-install cluster-up cluster-down cluster-status test-slurm
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,6 +52,22 @@ format: setup ## ruff fix and format
 bench: setup ## Step-time ratios: Lightning vs bare loop, SSMax variants vs softmax
 	$(PY) bench/bench_step.py --preset $(PRESET)
 
-clean: ## Remove outputs and caches (keeps .venv)
+slurm-install: ## Install SLURM + munge (Debian 12, root; idempotent)
+	bash slurm/install.sh
+
+cluster-up: ## Start the local SLURM cluster in SLURM_DIR (then: source $(SLURM_DIR)/env.sh)
+	bash slurm/cluster.sh up $(SLURM_DIR)
+
+cluster-down: ## Stop the local SLURM cluster
+	bash slurm/cluster.sh down $(SLURM_DIR)
+
+cluster-status: ## Daemons, scontrol ping, sinfo, jobs of the local cluster
+	bash slurm/cluster.sh status $(SLURM_DIR)
+
+test-slurm: setup ## Only the tests against a real local SLURM cluster
+	$(PY) -m pytest -q -m slurm $(PYTEST_ARGS)
+
+clean: ## Remove outputs and caches (keeps .venv; stops a local cluster first)
+	-bash slurm/cluster.sh down $(SLURM_DIR)
 	rm -rf outputs multirun .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

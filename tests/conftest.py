@@ -10,6 +10,7 @@ from ssmax.config import CONF_DIR
 from ssmax.config import compose as make_cfg
 
 __all__ = ["PRESETS", "VARIANTS", "make_cfg"]
+pytest_plugins = ["tests.slurm_fixtures"]  # the session-wide local SLURM cluster
 
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
 PRESETS = sorted(p.stem for p in (CONF_DIR / "preset").glob("*.yaml"))

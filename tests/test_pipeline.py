@@ -1,0 +1,125 @@
+"""The DAG as data, fingerprints and caching, and the smoke pipeline run end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.dag import ALL_VARIANTS, build_dag, downstream
+from ssmax.pipeline.run import plan
+from ssmax.tracking import tracking_uri
+
+
+def test_dag_follows_the_paper() -> None:
+    dag = build_dag(list(ALL_VARIANTS), [0, 1])
+    assert dag["switch/e_swap_after_pretrain/seed0"].inputs == ("pretrain/a_softmax/seed0",)
+    assert dag["switch/f_switch_during_pretrain/seed1"].inputs == ("pretrain/a_softmax/seed1",)
+    assert dag["sft/e_swap_after_pretrain/seed0"].inputs == ("switch/e_swap_after_pretrain/seed0",)
+    assert dag["eval_niah/b_ssmax/seed1"].inputs == ("rope_sft/b_ssmax/seed1",)
+    assert dag["rope_sft/b_ssmax/seed1"].inputs == ("sft/b_ssmax/seed1",)
+    assert dag["eval_loss/c_ssmax_no_scale/seed0"].inputs == (
+        "rope_pretrained/c_ssmax_no_scale/seed0",
+    )
+    assert not any(n.startswith(("sft/pn", "eval_loss/pn")) for n in dag)  # Fig. 2 only
+    assert "pretrain/pn_rationale/seed1" in dag["report"].inputs
+    names = list(dag)
+    for node in dag.values():  # inputs always come first
+        assert all(names.index(i) < names.index(node.name) for i in node.inputs)
+    assert len(dag) == 2 * (4 * 6 + 2 * 6 + 1) + 1
+
+
+def test_switched_variants_pull_in_softmax() -> None:
+    dag = build_dag(["f_switch_during_pretrain"], [0])
+    assert "pretrain/a_softmax/seed0" in dag
+    assert downstream(dag, {"pretrain/a_softmax/seed0"}) >= {
+        "switch/f_switch_during_pretrain/seed0",
+        "eval_niah/f_switch_during_pretrain/seed0",
+        "report",
+    }
+    with pytest.raises(ValueError, match="pipeline.variants: unknown"):
+        build_dag(["z_magic"], [0])
+
+
+def to_run(overrides: list[str]) -> set[str]:
+    _, jobs = plan(overrides)
+    return {job.name for job in jobs if job.done is None}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[str]:
+    out = tmp_path_factory.mktemp("pipeline")
+    overrides = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={shared_cache}"]
+    assert main(["run", *overrides]) == 0
+    return overrides
+
+
+def test_smoke_pipeline_reports_every_variant(smoke_run: list[str]) -> None:
+    cfg, jobs = plan(smoke_run)
+    assert all(job.done is not None for job in jobs)
+    report = next(j for j in jobs if j.stage == "report").done["outputs"]
+    text = Path(report["report_md"]).read_text()
+    for variant in ALL_VARIANTS:
+        assert f"| {variant} |" in text
+    results = report["results"]
+    assert set(results["b_ssmax"]) >= {"pretrain val loss", "loss @1x", "loss @4x", "niah @2x"}
+    assert 0.0 <= results["d_ssmax_bias"]["niah @4x"][0] <= 1.0
+
+
+def test_second_run_is_all_cached_and_visible_in_mlflow(smoke_run: list[str], capsys) -> None:
+    assert main(["run", *smoke_run]) == 0
+    out = capsys.readouterr().out
+    assert "38 nodes: 38 cached" in out and "\nrun " not in out
+    cfg, _ = plan(smoke_run)
+    client = MlflowClient(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    parents = client.search_runs(
+        [exp.experiment_id], "tags.kind = 'pipeline'", order_by=["start_time ASC"]
+    )
+    assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
+    first, second = (p.info.run_id for p in parents)
+    children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{first}'")
+    assert len(children) == 38
+    by_node = {c.data.tags["node"]: c for c in children}
+    sft_b = by_node["sft/b_ssmax/seed0"]
+    assert sft_b.data.tags["stage"] == "sft" and sft_b.data.metrics["train/loss"] > 0
+    cached = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{second}'")
+    assert len(cached) == 38 and all(c.data.tags["cached"] == "true" for c in cached)
+    linked = next(c for c in cached if c.data.tags["node"] == "sft/b_ssmax/seed0")
+    assert linked.data.tags["source_run_id"] == sft_b.info.run_id
+    artifacts = [a.path for a in client.list_artifacts(second)]
+    assert "report.md" in artifacts
+
+
+def test_one_sft_setting_reruns_exactly_its_downstream(smoke_run: list[str]) -> None:
+    changed = to_run([*smoke_run, "+pipeline.overrides.b_ssmax=['trainer.sft.lr=0.002']"])
+    assert changed == {
+        "sft/b_ssmax/seed0",
+        "rope_sft/b_ssmax/seed0",
+        "eval_niah/b_ssmax/seed0",
+        "report",
+    }
+    pretrain = to_run([*smoke_run, "trainer.pretrain.max_steps=22"])
+    assert (
+        "pretrain/a_softmax/seed0" in pretrain
+        and "switch/f_switch_during_pretrain/seed0" in (pretrain)
+        and len(pretrain) == 38
+    )
+
+
+def test_plan_names_bad_input(capsys, tmp_path: Path) -> None:
+    assert (
+        main(
+            [
+                "plan",
+                "preset=smoke",
+                "pipeline.variants=[a_softmax,zz]",
+                f"paths.output_dir={tmp_path}",
+            ]
+        )
+        == 2
+    )
+    assert "pipeline.variants: unknown ['zz']" in capsys.readouterr().err
+    assert main(["launch", "preset=smoke"]) == 2
