@@ -26,6 +26,7 @@ from ssmax.config import (
     variant_config,
 )
 from ssmax.lit.module import LitLM
+from ssmax.lit.resume import AtomicCheckpointIO, ResumableMLFlowLogger
 from ssmax.model import load_backbone
 from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
 
@@ -71,17 +72,15 @@ def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
 
 
-def mlflow_logger(cfg: DictConfig, run_dir: Path):  # noqa: ANN201 - lazy import of the type
+def mlflow_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume."""
-    from lightning.pytorch.loggers import MLFlowLogger
-
     ensure_experiment(cfg)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
-    tags = run_tags(cfg)
+    tags = run_tags(cfg) | dict(cfg.tracking.get("tags") or {})
     if cfg.tracking.parent_run_id:  # a child of the pipeline's run
         tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
-    logger = MLFlowLogger(
+    logger = ResumableMLFlowLogger(
         experiment_name=cfg.tracking.experiment,
         tracking_uri=tracking_uri(cfg),
         run_name=cfg.run_name or f"{cfg.variant.name}-{cfg.objective}-seed{cfg.seed}",
@@ -161,6 +160,7 @@ def train(cfg: DictConfig) -> TrainResult:
         log_every_n_steps=cfg.trainer.log_every_n_steps,
         logger=logger,
         callbacks=callbacks,
+        plugins=[AtomicCheckpointIO()],
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False,
         deterministic=cfg.trainer.deterministic,

@@ -15,12 +15,12 @@ from torch.utils.data import DataLoader
 
 from ssmax.data.corpus import embedded_sha, is_streaming, load_documents
 from ssmax.data.packing import (
-    EpochShuffleSampler,
     PackedDataset,
     PackedStream,
     chunk_stream,
     encode_stream,
     pack,
+    train_sampler,
 )
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 
@@ -127,6 +127,10 @@ class LMDataModule(L.LightningDataModule):
         self.eval_batch_size = eval_batch_size or batch_size
         self._tokenizer: Tokenizer | None = None
         self._sets: dict[str, object] = {}
+        self.batches_done = 0  # set on resume: training batches already seen
+
+    def resume_at(self, batches_done: int) -> None:
+        self.batches_done = batches_done
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -164,7 +168,7 @@ class LMDataModule(L.LightningDataModule):
         ds = self.dataset(split)
         sampler = None
         if split == "train" and isinstance(ds, PackedDataset):
-            sampler = EpochShuffleSampler(len(ds), self.seed)
+            sampler = train_sampler(len(ds), self.seed, batch_size, self.batches_done, True)
         workers = int(self.data_cfg.num_workers)
         return DataLoader(
             ds,

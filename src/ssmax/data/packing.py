@@ -47,8 +47,9 @@ class EpochShuffleSampler(Sampler[int]):
     Lightning calls set_epoch at each epoch start; without it the epoch counts up per pass.
     """
 
-    def __init__(self, n: int, seed: int) -> None:
+    def __init__(self, n: int, seed: int, skip: int = 0) -> None:
         self.n, self.seed, self.epoch = n, seed, 0
+        self.skip = skip  # samples of the first pass already trained on (resume mid-epoch)
         self._explicit = False
 
     def set_epoch(self, epoch: int) -> None:
@@ -59,11 +60,21 @@ class EpochShuffleSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = torch.randperm(self.n, generator=gen).tolist()
+        order = torch.randperm(self.n, generator=gen).tolist()[self.skip :]
+        self.skip = 0
         if not self._explicit:
             self.epoch += 1
         self._explicit = False
         return iter(order)
+
+
+def train_sampler(
+    n: int, seed: int, batch_size: int, batches_done: int, drop_last: bool
+) -> EpochShuffleSampler:
+    """The training sampler, positioned after ``batches_done`` batches (counted from the start
+    of training), so that a run resumed from a checkpoint sees the same data order."""
+    per_epoch = n // batch_size if drop_last else -(-n // batch_size)
+    return EpochShuffleSampler(n, seed, skip=(batches_done % max(per_epoch, 1)) * batch_size)
 
 
 def chunk_stream(token_docs: Iterable[list[int]], eos_id: int, size: int) -> Iterator[torch.Tensor]:

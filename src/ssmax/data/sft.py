@@ -16,7 +16,7 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
-from ssmax.data.packing import EpochShuffleSampler
+from ssmax.data.packing import train_sampler
 from ssmax.data.squad import load_squad
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 
@@ -130,6 +130,10 @@ class SFTDataModule(L.LightningDataModule):
         self.data_cfg, self.batch_size, self.seed = data_cfg, batch_size, seed
         self._tokenizer: Tokenizer | None = None
         self._sets: dict[str, SFTDataset] = {}
+        self.batches_done = 0  # set on resume: training batches already seen
+
+    def resume_at(self, batches_done: int) -> None:
+        self.batches_done = batches_done
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -152,7 +156,9 @@ class SFTDataModule(L.LightningDataModule):
 
     def _loader(self, split: str) -> DataLoader:
         ds = self.dataset(split)
-        sampler = EpochShuffleSampler(len(ds), self.seed) if split == "train" else None
+        sampler = None
+        if split == "train":
+            sampler = train_sampler(len(ds), self.seed, self.batch_size, self.batches_done, False)
         return DataLoader(
             ds,
             batch_size=self.batch_size,

@@ -65,7 +65,9 @@ class LitLM(L.LightningModule):
         self.objective, self.optim = objective, optim
         self.total_steps, self.warmup_steps = total_steps, warmup_steps
         self.tokens_seen = 0
-        self._tick: float | None = None
+        self.batches_seen = 0  # micro-batches, to put the data order back on resume
+        self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last log
+        self._losses: list[torch.Tensor] = []  # micro-batch losses of the current step
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids)
@@ -73,19 +75,30 @@ class LitLM(L.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = lm_loss(self.model(batch["input_ids"]), batch["labels"], self.objective)
         self.tokens_seen += batch["input_ids"].numel()
-        self.log("train/loss", loss, prog_bar=True)
-        # The LR this step uses (the scheduler steps after the optimizer).
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        self.batches_seen += 1
+        self._losses.append(loss.detach())
+        self.log("loss", loss, prog_bar=True, logger=False)
         return loss
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Step metrics go to the logger here, before this step's checkpoint can be written,
+        so a run killed right after a checkpoint has already logged every step it covers."""
+        losses, self._losses = self._losses, []
+        step, every = self.global_step, self.trainer.log_every_n_steps
+        if step % every or not self.loggers:
+            return
         now = time.perf_counter()
+        metrics = {
+            "train/loss": torch.stack(losses).mean().item(),
+            "train/lr": optimizer.param_groups[0]["lr"],  # the LR this step uses
+            "train/tokens_seen": float(self.tokens_seen),
+        }
         if self._tick is not None:
-            self.log("train/tokens_per_s", batch["input_ids"].numel() / (now - self._tick))
-        self._tick = now
-        self.log("train/tokens_seen", float(self.tokens_seen))
-        if self.global_step % self.trainer.log_every_n_steps == 0:
-            self.log_dict(self.variant_stats())
+            tick_time, tick_tokens = self._tick
+            metrics["train/tokens_per_s"] = (self.tokens_seen - tick_tokens) / (now - tick_time)
+        self._tick = (now, self.tokens_seen)
+        for logger in self.loggers:
+            logger.log_metrics(metrics | self.variant_stats(), step)
 
     def variant_stats(self) -> dict[str, float]:
         """mean/min/max of the learned s and b per layer, and of p_n."""
@@ -125,6 +138,12 @@ class LitLM(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokens_seen"] = self.tokens_seen
+        checkpoint["batches_seen"] = self.batches_seen
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Runs before the dataloaders are built: the datamodule skips what was trained on."""
         self.tokens_seen = checkpoint.get("tokens_seen", 0)
+        self.batches_seen = checkpoint.get("batches_seen", 0)
+        datamodule = getattr(self._trainer, "datamodule", None)
+        if hasattr(datamodule, "resume_at"):
+            datamodule.resume_at(self.batches_seen)

@@ -115,7 +115,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         inputs[name] = json.loads(done.read_text())["outputs"]
     trains = job.stage in TRAINING_STAGES
     run_id = None if trains else child_run(cfg, job.name, job.parent_run_id, _tags(job))
-    ctx = StageContext(job.name, job.stage, cfg, directory, inputs, run_id)
+    ctx = StageContext(job.name, job.stage, cfg, directory, inputs, run_id, _tags(job))
     start = time.perf_counter()
     module = importlib.import_module(f"ssmax.stages.{STAGE_MODULES[job.stage]}")
     try:

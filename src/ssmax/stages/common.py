@@ -22,6 +22,7 @@ class StageContext:
     out_dir: Path  # the node's own folder; everything it writes goes here
     inputs: dict[str, dict[str, Any]]  # upstream node name -> that node's outputs
     run_id: str | None = None  # MLflow run for stages that do not train (training makes its own)
+    tags: dict[str, str] | None = None  # MLflow tags of the node's run (stage, node, fingerprint)
 
     def only_input(self) -> dict[str, Any]:
         (outputs,) = self.inputs.values()
@@ -34,6 +35,7 @@ def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
     cfg.objective = objective
     cfg.paths.run_dir = str(ctx.out_dir)
     cfg.run_name = ctx.name
+    cfg.tracking.tags = dict(ctx.tags or {})
     return cfg
 
 

@@ -1,0 +1,85 @@
+"""SIGKILL in the middle of a training node, re-invoke: it resumes from its checkpoint and ends
+with the weights of an uninterrupted run, in one MLflow run, with no duplicate steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = [
+    "preset=smoke", "pipeline.variants=[a_softmax]", "trainer.pretrain.max_steps=60",
+    "trainer.checkpoint_every_n_steps=10", "trainer.log_every_n_steps=1",
+    "trainer.deterministic=true",
+]  # fmt: skip
+NODE = "pipeline/nodes/pretrain/a_softmax/seed0"
+
+
+def pipeline(out: Path, cache: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "ssmax.pipeline",
+        "run",
+        *SETTINGS,
+        f"paths.output_dir={out}",
+        f"paths.cache_dir={cache}",
+    ]
+
+
+def node_dir(out: Path) -> Path:
+    (folder,) = (out / NODE).iterdir()
+    return folder
+
+
+def loss_steps(out: Path) -> tuple[list[int], int]:
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
+    exp = client.get_experiment_by_name("ssmax-repro")
+    runs = client.search_runs([exp.experiment_id], "tags.stage = 'pretrain'")
+    steps = [m.step for m in client.get_metric_history(runs[0].info.run_id, "train/loss")]
+    return steps, len(runs)
+
+
+def test_killed_training_node_resumes_to_identical_weights(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    subprocess.run(pipeline(straight, shared_cache), check=True, capture_output=True)
+
+    proc = subprocess.Popen(
+        pipeline(killed, shared_cache),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        ckpts = list((killed / NODE).glob("*/checkpoints/last.ckpt"))
+        if ckpts:
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    folder = node_dir(killed)
+    assert not (folder / "done.json").exists() and not (folder / "model.pt").exists()
+    partial, _ = loss_steps(killed)
+    assert max(partial, default=0) < 59  # killed before the end
+
+    out = subprocess.run(pipeline(killed, shared_cache), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    want = torch.load(node_dir(straight) / "model.pt", weights_only=True)
+    got = torch.load(folder / "model.pt", weights_only=True)
+    assert want.keys() == got.keys()
+    assert all(torch.equal(want[k], got[k]) for k in want)
+    steps, runs = loss_steps(killed)
+    assert runs == 1  # the resumed node continued its MLflow run
+    assert steps == sorted(set(steps)) == loss_steps(straight)[0]  # no duplicates, no gaps
