@@ -1,14 +1,21 @@
 """Needle in a haystack after SFT with theta x50 (Sec. 3.3, Fig. 6): accuracy per context
-size (mean over depths) and the full (context x depth) grid; every answer in records.jsonl."""
+size (mean over depths) and the full (context x depth) grid; every answer in records.jsonl.
+Then the needle scores of Sec. 3.4 on the same model: Fig. 7's map (one fixed needle) in
+needle_score_map.csv and Fig. 8's top score per trial in needle_trials.json."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from typing import Any
 
-from ssmax.data.tokenizer import load_tokenizer
+from omegaconf import DictConfig
+
+from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import accuracy_grid, run_niah
+from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
 from ssmax.tracking import log_metrics
 
@@ -17,9 +24,10 @@ def run(ctx: StageContext) -> dict[str, Any]:
     cfg, spec = ctx.cfg, ctx.only_input()
     settings, train_len = cfg.eval.niah, cfg.data.seq_len
     model = load_model(cfg, spec["weights"], spec["rope_theta"])
+    tokenizer = load_tokenizer(cfg.data)
     multiples = list(settings.context_multiples)
     records = run_niah(
-        model, load_tokenizer(cfg.data), cfg.data, [m * train_len for m in multiples],
+        model, tokenizer, cfg.data, [m * train_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
         answer_tokens=settings.max_new_tokens,
     )  # fmt: skip
@@ -32,6 +40,56 @@ def run(ctx: StageContext) -> dict[str, Any]:
         out[key] = {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
         out[f"{key}_grid"] = grid.tolist()
     out["depths"] = depths
+    metrics = {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()}
+    if cfg.eval.get("needle_scores") is not None:  # older configs have no such block
+        out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
+        summary = out["needle_scores"]
+        metrics |= {f"eval/needle_{k}": summary[k] for k in ("map_max", "top_mean", "full")}
     if ctx.run_id:
-        log_metrics(cfg, ctx.run_id, {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()})
+        log_metrics(cfg, ctx.run_id, metrics)
     return out
+
+
+def needle_context(cfg: DictConfig) -> int:
+    """Context of Figs. 7 and 8: context_multiple x the training length (paper: 8000)."""
+    return round(float(cfg.eval.needle_scores.context_multiple) * cfg.data.seq_len)
+
+
+def needle_score_outputs(
+    ctx: StageContext, model: Transformer, tokenizer: Tokenizer
+) -> dict[str, Any]:
+    """Write Fig. 7's map and Fig. 8's trials in the node folder; return summary numbers."""
+    cfg = ctx.cfg
+    settings, context = cfg.eval.needle_scores, needle_context(cfg)
+    scores = needle_score_map(
+        model, tokenizer, cfg.data, context, float(settings.depth), str(settings.city),
+        str(settings.number), seed=cfg.seed,
+    )  # fmt: skip
+    map_csv = ctx.out_dir / "needle_score_map.csv"
+    map_csv.write_text(
+        "layer,head,score\n"
+        + "".join(
+            f"{layer},{head},{value:.8g}\n"
+            for layer, row in enumerate(scores.tolist())
+            for head, value in enumerate(row)
+        )
+    )
+    trials = top_needle_scores(
+        model, tokenizer, cfg.data, context, int(settings.trials), seed=cfg.seed,
+        answer_tokens=int(cfg.eval.niah.max_new_tokens),
+    )  # fmt: skip
+    trials_json = ctx.out_dir / "needle_trials.json"
+    trials_json.write_text(json.dumps([dataclasses.asdict(t) for t in trials], indent=1))
+    tops = [t.top_score for t in trials]
+    outcomes = [t.score for t in trials]
+    return {
+        "context": context,
+        "map_csv": str(map_csv),
+        "trials_json": str(trials_json),
+        "map_max": float(scores.max()),
+        "trials": len(trials),
+        "top_mean": statistics.fmean(tops) if tops else float("nan"),
+        "top_median": statistics.median(tops) if tops else float("nan"),
+        "full": outcomes.count("full") / max(1, len(outcomes)),
+        "first_digit": outcomes.count("first_digit") / max(1, len(outcomes)),
+    }
