@@ -1,0 +1,102 @@
+"""`python -m ssmax.report --output-dir DIR [--dest DIR/report] [--run-id ID]`
+
+Rebuild the report of a pipeline run without running anything: the run (default: the latest
+pipeline run in DIR's MLflow store) names its child runs; each child's node and fingerprint
+tags locate that node's folder and done record on disk, whose outputs are the report's inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah")
+
+
+def latest_pipeline_run(client: Any, run_id: str | None = None) -> Any:
+    if run_id:
+        return client.get_run(run_id)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    runs = client.search_runs(
+        experiments, "tags.kind = 'pipeline'", order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )  # fmt: skip
+    if not runs:
+        raise LookupError("no pipeline run in this MLflow store")
+    return runs[0]
+
+
+def node_outputs(output_dir: Path, tags: dict[str, str]) -> tuple[Path, dict] | None:
+    """(node folder, done record) of a child run, from its node and fingerprint tags."""
+    from ssmax.pipeline.state import node_dir, read_done
+
+    node, fingerprint = tags.get("node"), tags.get("fingerprint")
+    if not node or not fingerprint:
+        return None
+    folder = node_dir(output_dir, node, fingerprint)
+    record = read_done(folder, fingerprint)
+    return None if record is None else (folder, record)
+
+
+def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict, Path, Any]:
+    """(report inputs {node: outputs}, the folder of a config to read settings from, run)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    parent = latest_pipeline_run(client, run_id)
+    children = client.search_runs(
+        [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+        max_results=5000,
+    )  # fmt: skip
+    inputs, config_dir = {}, None
+    for child in children:
+        found = node_outputs(output_dir, child.data.tags)
+        if found is None:
+            continue
+        folder, record = found
+        stage = record["node"].split("/")[0]
+        if stage in REPORT_INPUTS:
+            inputs[record["node"]] = record["outputs"]
+        if stage == "report" or config_dir is None:  # settings: the report node's config
+            config_dir = folder
+    if config_dir is None:
+        raise LookupError(f"run {parent.info.run_id}: no child run with a finished node on disk")
+    return inputs, config_dir, parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", required=True, help="the pipeline's paths.output_dir")
+    parser.add_argument("--dest", help="where to write the report (default: OUTPUT_DIR/report)")
+    parser.add_argument("--run-id", help="a pipeline run (default: the latest)")
+    parser.add_argument("--tracking-uri", help="default: sqlite:///OUTPUT_DIR/mlflow.db")
+    args = parser.parse_args(argv)
+    output_dir = Path(args.output_dir).resolve()
+    uri = args.tracking_uri or f"sqlite:///{output_dir / 'mlflow.db'}"
+    if not args.tracking_uri and not (output_dir / "mlflow.db").exists():
+        print(f"error: no MLflow store at {output_dir / 'mlflow.db'}", file=sys.stderr)
+        return 2
+    try:
+        inputs, config_dir, parent = collect(output_dir, uri, args.run_id)
+    except LookupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    from omegaconf import OmegaConf
+
+    from ssmax.report.build import build_report, settings_from_cfg
+
+    settings = settings_from_cfg(OmegaConf.load(config_dir / "config.yaml"))
+    settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
+    settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
+    dest = Path(args.dest) if args.dest else output_dir / "report"
+    out = build_report(inputs, settings, dest)
+    print(json.dumps(out["claims"], indent=1))
+    print(f"report: {out['report_md']}\n        {out['report_html']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""The report's inputs, by stage, variant and seed, and the files and histories they point to.
+
+Everything the report reads comes from the upstream nodes' outputs (their done records) and,
+for the learning curves, from MLflow; a missing piece gives None, never an exception.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ssmax.pipeline.dag import ALL_VARIANTS
+
+PRETRAINED = ("pretrain", "switch")  # a variant's pretraining node is one or the other
+
+
+@dataclass
+class Settings:
+    preset: str
+    seeds: list[int]
+    train_len: int  # N, the training sequence length
+    tracking_uri: str | None = None  # None: no learning curves (Fig. 4)
+    details: dict[str, str] = field(default_factory=dict)  # shown as the report's settings
+
+
+@dataclass
+class Results:
+    settings: Settings
+    # stage -> variant -> seed -> that node's outputs
+    nodes: dict[str, dict[str, dict[int, dict[str, Any]]]]
+
+    @classmethod
+    def from_inputs(cls, inputs: dict[str, dict[str, Any]], settings: Settings) -> Results:
+        nodes: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(dict)
+        for name, outputs in inputs.items():
+            stage, variant, seed = name.split("/")
+            stage = "pretrain" if stage in PRETRAINED else stage
+            nodes[stage].setdefault(variant, {})[int(seed.removeprefix("seed"))] = outputs
+        return cls(settings, dict(nodes))
+
+    def get(self, stage: str, variant: str) -> dict[int, dict[str, Any]]:
+        """seed -> outputs of that stage's node for the variant ({} if none)."""
+        return dict(sorted(self.nodes.get(stage, {}).get(variant, {}).items()))
+
+    def variants(self, stage: str) -> list[str]:
+        return [v for v in ALL_VARIANTS if self.nodes.get(stage, {}).get(v)]
+
+    def first(self, stage: str, variant: str) -> tuple[int, dict[str, Any]] | None:
+        """The lowest seed's outputs, for the figures that show one seed."""
+        runs = self.get(stage, variant)
+        return next(iter(runs.items()), None)
+
+
+def read_loss_csv(path: str | Path) -> np.ndarray | None:
+    """Per-position loss (index i: context i + 1) from eval_loss's CSV."""
+    try:
+        with open(path, newline="") as fh:
+            return np.array([float(row["loss"]) for row in csv.DictReader(fh)])
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def metric_history(
+    uri: str | None, run_id: str | None, key: str = "train/loss"
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(steps, values) of a run's metric from MLflow, sorted by step; the last value of a
+    duplicated step wins (a resumed run logs its steps again)."""
+    if not uri or not run_id:
+        return None
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    try:
+        history = MlflowClient(uri).get_metric_history(run_id, key)
+    except MlflowException:
+        return None
+    by_step = {m.step: m.value for m in sorted(history, key=lambda m: (m.step, m.timestamp))}
+    if not by_step:
+        return None
+    steps = np.array(sorted(by_step))
+    return steps, np.array([by_step[s] for s in steps])
+
+
+def learned_p_n(weights: str | Path | None) -> np.ndarray | None:
+    """The rationale model's learned p_n (n = 1..N) from its saved state dict."""
+    if not weights or not Path(weights).exists():
+        return None
+    import torch
+
+    state = torch.load(weights, map_location="cpu", weights_only=True)
+    p_n = state.get("p_n")
+    return None if p_n is None else p_n.double().numpy()
+
+
+def read_needle_map(outputs: dict[str, Any]) -> list[tuple[int, int, float]] | None:
+    """Fig. 7: (layer, head, score) of eval_niah's needle score map."""
+    path = (outputs.get("needle_scores") or {}).get("map_csv")
+    try:
+        with open(path, newline="") as fh:
+            return [
+                (int(r["layer"]), int(r["head"]), float(r["score"])) for r in csv.DictReader(fh)
+            ]
+    except (OSError, KeyError, ValueError, TypeError):
+        return None
+
+
+def read_needle_trials(outputs: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Fig. 8: one dict per trial (top_score, layer, head, score = outcome, ...)."""
+    path = (outputs.get("needle_scores") or {}).get("trials_json")
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError, TypeError):
+        return None

@@ -1,0 +1,93 @@
+"""Shared figure plumbing: Agg rendering, one PNG plus one CSV of its numbers per figure."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers and CI
+
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+LABELS = {
+    "a_softmax": "(a) Softmax",
+    "b_ssmax": "(b) SSMax",
+    "c_ssmax_no_scale": "(c) SSMax w/o s",
+    "d_ssmax_bias": "(d) SSMax + bias",
+    "e_swap_after_pretrain": "(e) swap after pretraining",
+    "f_switch_during_pretrain": "(f) switch during pretraining",
+    "pn_rationale": "p_n rationale",
+}
+COLORS = dict(zip(LABELS, ("C3", "C0", "C2", "C1", "C4", "C5", "C7"), strict=True))
+
+
+@dataclass
+class FigureFile:
+    """One figure of the report: its files, or why it is missing (then png is None)."""
+
+    key: str  # fig1 .. fig8: also the file names
+    title: str
+    caption: str = ""
+    png: Path | None = None
+    csv: Path | None = None
+    missing: str | None = None
+
+
+def label(variant: str) -> str:
+    return LABELS.get(variant, variant)
+
+
+def new_figure(panels: int = 1, width: float = 5.0, height: float = 3.6) -> tuple[Figure, list]:
+    """A figure (no pyplot state) with up to 3 panels a row."""
+    cols = min(panels, 3)
+    rows = math.ceil(panels / cols)
+    fig = Figure(figsize=(width * cols, height * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, axes[:panels]
+
+
+def save(
+    fig: Figure, folder: Path, key: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+) -> tuple[Path, Path]:
+    """Write key.png and key.csv (the plotted numbers; empty cells where a series has none)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    png, table = folder / f"{key}.png", folder / f"{key}.csv"
+    fig.savefig(png, dpi=110)
+    with open(table, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        writer.writerows([_cell(v) for v in row] for row in rows)
+    return png, table
+
+
+def _cell(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.8g}"
+    return value
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average; shorter windows at the ends (no shift, no padding bias)."""
+    window = max(1, int(window))
+    csum = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
+    idx = np.arange(values.size)
+    lo = np.clip(idx - window // 2, 0, values.size)
+    hi = np.clip(idx + window - window // 2, 0, values.size)
+    return (csum[hi] - csum[lo]) / (hi - lo)
+
+
+def variant_axes(ax: Axes, variant: str, title: str | None = None) -> None:
+    ax.set_title(title or label(variant), fontsize=10)
+    ax.grid(alpha=0.3)

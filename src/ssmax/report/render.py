@@ -1,0 +1,95 @@
+"""report.md (figures beside it) and report.html (self-contained: figures inlined as base64)."""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from ssmax.report.claims import Claim
+from ssmax.report.gather import Settings
+from ssmax.report.plotting import FigureFile
+
+INTRO = (
+    "Values are mean ± standard deviation over seeds. Losses past the training length and "
+    "needle results use RoPE theta x50 without further training; NIAH and needle scores are "
+    "after SFT. A claim holds when the means order as the paper says (ties do not hold)."
+)
+CLAIM_COLUMNS = ["claim", "ours", "holds"]
+
+
+def _md_table(columns: list[str], body: list[list[str]]) -> list[str]:
+    def cell(s: str) -> str:
+        return str(s).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, columns)) + " |", "|---" * len(columns) + "|"]
+    return lines + ["| " + " | ".join(map(cell, row)) + " |" for row in body]
+
+
+def _settings_rows(settings: Settings) -> list[list[str]]:
+    base = {"preset": settings.preset, "seeds": str(settings.seeds)}
+    base["training length N"] = str(settings.train_len)
+    return [[k, v] for k, v in (base | settings.details).items()]
+
+
+def _claim_rows(claims: list[Claim]) -> list[list[str]]:
+    return [[c.text, c.value, c.holds] for c in claims]
+
+
+def markdown(
+    settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
+    figures: list[FigureFile],
+) -> str:  # fmt: skip
+    lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
+    lines += _md_table(["setting", "value"], _settings_rows(settings))
+    lines += ["", "## Results per variant", "", *_md_table(*table)]
+    lines += ["", "## Claims of the paper", "", *_md_table(CLAIM_COLUMNS, _claim_rows(claims))]
+    lines += ["", "## Figures", ""]
+    for f in figures:
+        lines += [f"### {f.title}", ""]
+        if f.png is None:
+            lines += [f"n/a: {f.missing}", ""]
+            continue
+        lines += [f"![{f.key}]({f.png.name})", "", f"{f.caption} Numbers: `{f.csv.name}`.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _html_table(columns: list[str], body: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in body
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+STYLE = """body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;
+text-align:left;font-size:14px}th{background:#f0f0f0}img{max-width:100%}
+figure{margin:2em 0}figcaption{color:#333;font-size:14px}"""
+
+
+def to_html(
+    settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
+    figures: list[FigureFile],
+) -> str:  # fmt: skip
+    """One file, nothing external: CSS inline, PNGs as data: URIs."""
+    title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
+        f"<style>{STYLE}</style></head><body><h1>{title}</h1><p>{html.escape(INTRO)}</p>",
+        "<h2>Settings</h2>", _html_table(["setting", "value"], _settings_rows(settings)),
+        "<h2>Results per variant</h2>", _html_table(*table),
+        "<h2>Claims of the paper</h2>", _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
+        "<h2>Figures</h2>",
+    ]  # fmt: skip
+    for f in figures:
+        parts.append(f"<figure><h3>{html.escape(f.title)}</h3>")
+        if f.png is None:
+            parts.append(f"<p>n/a: {html.escape(str(f.missing))}</p></figure>")
+            continue
+        data = base64.b64encode(f.png.read_bytes()).decode("ascii")
+        parts.append(
+            f"<img alt='{f.key}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{html.escape(f.caption)} Numbers: <code>{f.csv.name}</code>."
+            "</figcaption></figure>"
+        )
+    return "".join(parts) + "</body></html>\n"

@@ -1,0 +1,49 @@
+"""The per-variant results table: every node's numbers, mean and spread over seeds."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from ssmax.pipeline.dag import ALL_VARIANTS
+
+
+def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """variant -> metric name -> one value per seed."""
+    table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for name, out in sorted(inputs.items()):
+        stage, variant, _ = name.split("/")
+        row = table[variant]
+        if stage in ("pretrain", "switch"):
+            if out.get("val_loss") is not None:
+                row["pretrain val loss"].append(out["val_loss"])
+        elif stage == "eval_loss":
+            for k, v in out["loss_at"].items():
+                row[f"loss @{k}x"].append(v)
+        elif stage == "eval_niah":
+            for k, v in out["accuracy"].items():
+                row[f"niah @{k}x"].append(v)
+            if out.get("accuracy_grid"):
+                row["niah mean"].append(float(np.mean(out["accuracy_grid"])))
+            needle = out.get("needle_scores") or {}
+            if needle.get("top_mean") is not None:
+                row["needle top mean"].append(needle["top_mean"])
+    return {v: dict(m) for v, m in table.items()}
+
+
+def fmt(values: list[float]) -> str:
+    if not values:
+        return "-"
+    mean = statistics.fmean(values)
+    return f"{mean:.3f}" if len(values) == 1 else f"{mean:.3f} ± {statistics.stdev(values):.3f}"
+
+
+def rows(table: dict[str, dict[str, list[float]]]) -> tuple[list[str], list[list[str]]]:
+    """(columns, one row of formatted cells per variant in the paper's order)."""
+    variants = [v for v in ALL_VARIANTS if v in table]
+    columns = list(dict.fromkeys(c for v in variants for c in table[v]))
+    body = [[v, *(fmt(table[v].get(c, [])) for c in columns)] for v in variants]
+    return ["variant", *columns], body

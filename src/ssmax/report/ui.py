@@ -1,0 +1,122 @@
+"""The MLflow UI over a pipeline's store: ``start_ui`` / ``stop_ui`` (tests, `make mlflow-ui`).
+
+`python -m ssmax.report.ui --output-dir outputs --port 5000` serves until Ctrl-C. The server
+runs in its own session (setsid) because its worker children outlive a plain kill of the
+parent; stopping signals the whole process group. Job execution is off: the store needs none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class UIServer:
+    process: subprocess.Popen
+    url: str  # e.g. http://127.0.0.1:5000
+    log: Path  # the server's stdout and stderr
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def store_uri(output_dir: str | Path) -> str:
+    """The pipeline's default store (ssmax.tracking.tracking_uri with no override)."""
+    return "sqlite:///" + str(Path(output_dir).resolve() / "mlflow.db")
+
+
+def start_ui(
+    output_dir: str | Path, port: int | None = None, host: str = "127.0.0.1",
+    backend_uri: str | None = None, timeout: float = 120.0,
+) -> UIServer:  # fmt: skip
+    """Start `mlflow server` on the store of output_dir and wait until /health answers."""
+    port = port or free_port(host)
+    log = Path(output_dir) / f"mlflow-ui-{port}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    command = [
+        sys.executable, "-m", "mlflow", "server",
+        "--backend-store-uri", backend_uri or store_uri(output_dir),
+        "--host", host, "--port", str(port), "--workers", "1",
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    server = UIServer(process, f"http://{host}:{port}", log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"mlflow server exited ({process.returncode}); see {log}")
+        try:
+            with urllib.request.urlopen(server.url + "/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return server
+        except OSError:
+            time.sleep(0.5)
+    stop_ui(server)
+    raise TimeoutError(f"mlflow server gave no /health in {timeout:.0f} s; see {log}")
+
+
+def stop_ui(server: UIServer, grace: float = 10.0) -> None:
+    """SIGTERM the server's process group, SIGKILL what is left after ``grace`` seconds."""
+    try:
+        pgid = os.getpgid(server.process.pid)
+    except ProcessLookupError:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            server.process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+        if not _group_alive(pgid):
+            break
+    server.process.poll()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", default="outputs", help="the pipeline's paths.output_dir")
+    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    if not (Path(args.output_dir) / "mlflow.db").exists():
+        print(f"error: no MLflow store at {args.output_dir}/mlflow.db", file=sys.stderr)
+        return 2
+    server = start_ui(args.output_dir, args.port, args.host)
+    print(f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)", flush=True)
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_ui(server)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
