@@ -8,16 +8,19 @@ TORCH ?= torch==2.13.0
 PIP_EXTRA ?=
 PRESET ?= tiny
 VARIANT ?= a_softmax
+SEEDS ?= 0
+EXECUTOR ?= inprocess
+PIPELINE_ARGS = preset=$(PRESET) "pipeline.seeds=[$(SEEDS)]" executor=$(EXECUTOR) $(ARGS)
 ARGS ?=
 PYTEST_ARGS ?=
 SLURM_DIR ?= outputs/slurm
 
 .DEFAULT_GOAL := help
-.PHONY: help setup train train-all test test-fast lint format bench clean \
+.PHONY: help setup reproduce-all plan status train train-all test test-fast lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm
 
 help: ## Show this help
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project (idempotent)
 
@@ -27,6 +30,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH)"
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
+
+reproduce-all: setup ## The whole paper as one cached DAG (PRESET=tiny SEEDS=0 EXECUTOR=inprocess|local)
+	$(PY) -m ssmax.pipeline run $(PIPELINE_ARGS)
+
+plan: setup ## Print the DAG: what is cached and what would run
+	$(PY) -m ssmax.pipeline plan $(PIPELINE_ARGS)
+
+status: setup ## Each node's state on disk (cached / partial / to-run)
+	$(PY) -m ssmax.pipeline status $(PIPELINE_ARGS)
 
 train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
 	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(ARGS)

@@ -8,12 +8,12 @@ import logging
 import random
 from collections.abc import Iterator
 
-import lightning as L
 import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from ssmax.data.corpus import embedded_sha, is_streaming, load_documents
+from ssmax.data.module import TokenizedDataModule
 from ssmax.data.packing import (
     PackedDataset,
     PackedStream,
@@ -22,7 +22,7 @@ from ssmax.data.packing import (
     pack,
     train_sampler,
 )
-from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 STREAM_SHUFFLE_BUFFER = 10_000  # documents held for the streaming shuffle
@@ -112,7 +112,7 @@ def test_sequences(
     return torch.stack(list(seqs))
 
 
-class LMDataModule(L.LightningDataModule):
+class LMDataModule(TokenizedDataModule):
     """Packed next-token batches {"input_ids", "labels"}: LongTensor [B, T], T = data.seq_len."""
 
     def __init__(
@@ -122,21 +122,9 @@ class LMDataModule(L.LightningDataModule):
         seed: int = 0,
         eval_batch_size: int | None = None,
     ) -> None:
-        super().__init__()
-        self.data_cfg, self.batch_size, self.seed = data_cfg, batch_size, seed
+        super().__init__(data_cfg, batch_size, seed)
         self.eval_batch_size = eval_batch_size or batch_size
-        self._tokenizer: Tokenizer | None = None
         self._sets: dict[str, object] = {}
-        self.batches_done = 0  # set on resume: training batches already seen
-
-    def resume_at(self, batches_done: int) -> None:
-        self.batches_done = batches_done
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.data_cfg)
-        return self._tokenizer
 
     def prepare_data(self) -> None:
         """Train/cache the tokenizer and the tokenized splits (rank 0 only under DDP)."""

@@ -11,14 +11,14 @@ import logging
 import re
 from collections.abc import Callable
 
-import lightning as L
 import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
+from ssmax.data.module import TokenizedDataModule
 from ssmax.data.packing import train_sampler
 from ssmax.data.squad import load_squad
-from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 IGNORE = -100
@@ -122,24 +122,12 @@ def build_sft_dataset(data_cfg: DictConfig, tokenizer: Tokenizer, split: str) ->
     return SFTDataset(kept, seq_len, tokenizer.eos_id)
 
 
-class SFTDataModule(L.LightningDataModule):
+class SFTDataModule(TokenizedDataModule):
     """Batches {"input_ids", "labels"} [B, T] of SQuAD-2.0-format examples."""
 
     def __init__(self, data_cfg: DictConfig, batch_size: int, seed: int = 0) -> None:
-        super().__init__()
-        self.data_cfg, self.batch_size, self.seed = data_cfg, batch_size, seed
-        self._tokenizer: Tokenizer | None = None
+        super().__init__(data_cfg, batch_size, seed)
         self._sets: dict[str, SFTDataset] = {}
-        self.batches_done = 0  # set on resume: training batches already seen
-
-    def resume_at(self, batches_done: int) -> None:
-        self.batches_done = batches_done
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        if self._tokenizer is None:
-            self._tokenizer = load_tokenizer(self.data_cfg)
-        return self._tokenizer
 
     def prepare_data(self) -> None:
         self.tokenizer  # noqa: B018 - trains/caches the tokenizer once, on rank 0
