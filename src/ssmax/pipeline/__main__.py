@@ -2,7 +2,9 @@
 
 run     execute every node that is not cached (the executor group picks where), then report
 plan    print the DAG: each node, its fingerprint and whether it is cached or would run
-status  each node's state on disk
+status  each node's state on disk (and its SLURM job, after `run executor=slurm`)
+
+`run executor=slurm` submits and returns; add --wait (= executor.wait=true) to wait for the jobs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ def run(overrides: list[str]) -> int:
 
     start = time.perf_counter()
     cfg, jobs = plan(overrides)
+    if cfg.executor.kind == "slurm":  # submits and returns; a SLURM job closes the MLflow run
+        from ssmax.pipeline.slurm import run_cli
+
+        return run_cli(cfg, jobs, overrides)
     name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
     tags = {"kind": "pipeline", "preset": str(cfg.preset.name), "git_commit": git_commit()}
     parent = start_pipeline_run(cfg, name, tags)
@@ -53,6 +59,8 @@ def run(overrides: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command, overrides = (argv[0], argv[1:]) if argv and "=" not in argv[0] else ("run", argv)
+    if "--wait" in overrides:
+        overrides = [o for o in overrides if o != "--wait"] + ["executor.wait=true"]
     try:
         if command not in ("run", "plan", "status"):
             raise ConfigError(f"command {command!r} is unknown; allowed: run, plan, status")
@@ -60,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         if command == "run":
             return run(overrides)
         from ssmax.pipeline.run import plan
+        from ssmax.pipeline.slurm import book_path, print_status
 
-        _, jobs = plan(overrides)
+        cfg, jobs = plan(overrides)
+        if command == "status" and book_path(cfg).exists():  # nodes were submitted to SLURM
+            return print_status(cfg, jobs)
         _print_plan(jobs)
         return 0
     except (ConfigError, ValueError) as err:

@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ssmax.pipeline.run import NodeJob, execute_node
+from ssmax.pipeline.slurm import run_slurm  # one SLURM job per node; the CLI uses slurm.run_cli
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")
@@ -83,4 +84,4 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
     return states
 
 
-EXECUTORS = {"inprocess": run_inprocess, "local": run_local}
+EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}

@@ -1,0 +1,181 @@
+"""executor=slurm on the local SLURM cluster: submit-and-return, adoption of queued jobs, the
+same results as in process, a failing node and its dependants, profile checks before sbatch."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.run import plan
+from ssmax.pipeline.slurm import node_states, read_book, run_cli
+from ssmax.tracking import tracking_uri
+
+pytestmark = pytest.mark.slurm
+B_ONLY = "pipeline.variants=[b_ssmax]"  # 7 nodes: enough for failures and profile checks
+
+
+def smoke(out: Path, cache: Path, *extra: str) -> list[str]:
+    """The smoke preset (unless extra names another) on SLURM, into out."""
+    preset = [] if any(e.startswith("preset=") for e in extra) else ["preset=smoke"]
+    return [
+        *preset, f"paths.output_dir={out}", f"paths.cache_dir={cache}",
+        "executor=slurm", "executor.poll_s=1", *extra,
+    ]  # fmt: skip
+
+
+def job_count(cluster) -> int:  # noqa: ANN001 - SlurmCluster
+    """Every job the cluster has seen (MinJobAge keeps finished ones listed)."""
+    return len(cluster.run("squeue", "-h", "-t", "all", "-o", "%i").split())
+
+
+def done_records(out: Path) -> dict[str, dict]:
+    records = [json.loads(p.read_text()) for p in (out / "pipeline" / "nodes").rglob("done.json")]
+    return {r["node"]: r for r in records}
+
+
+def parent_runs(overrides: list[str]) -> list:
+    cfg, _ = plan(overrides)
+    client = MlflowClient(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    return client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'")
+
+
+@pytest.fixture(scope="module")
+def smoke_dag(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> dict:
+    """The smoke DAG in process, then on SLURM: submitted (the client returns), re-invoked
+    while queued, then waited for with `--wait`."""
+    # In process first: run alongside 8 SLURM jobs on 2 cores it would crawl.
+    inproc = tmp_path_factory.mktemp("inprocess")
+    in_process = ["preset=smoke", f"paths.output_dir={inproc}", f"paths.cache_dir={shared_cache}"]
+    start = time.perf_counter()
+    assert main(["run", *in_process]) == 0
+    inprocess_s = time.perf_counter() - start
+
+    out = tmp_path_factory.mktemp("slurm")
+    overrides = smoke(out, shared_cache)
+    facts: dict = {"overrides": overrides, "out": out, "inprocess": inproc}
+    before = job_count(slurm_cluster)
+    cfg, jobs = plan(overrides)
+    start = time.perf_counter()
+    assert run_cli(cfg, jobs, overrides, log=lambda line: None) == 0
+    facts["submit_s"] = time.perf_counter() - start
+    facts["right_after"] = [s.state for s in node_states(cfg, jobs, read_book(cfg))]
+    facts["submitted"] = job_count(slurm_cluster) - before
+    assert main(["run", *overrides]) == 0  # while queued/running: adopts, submits nothing
+    facts["resubmitted_while_queued"] = job_count(slurm_cluster) - before - facts["submitted"]
+    assert main(["run", *overrides, "--wait"]) == 0
+    slurm_s = time.perf_counter() - start
+    facts["resubmitted_by_wait"] = job_count(slurm_cluster) - before - facts["submitted"]
+    print(
+        f"\nsmoke DAG: in process {inprocess_s:.0f} s; SLURM submit {facts['submit_s']:.1f} s, "
+        f"until every job ended {slurm_s:.0f} s"
+    )
+    return facts
+
+
+def test_client_submits_and_returns(smoke_dag: dict) -> None:
+    assert smoke_dag["submitted"] == 38 + 1  # one job per node, and the job closing the run
+    assert smoke_dag["submit_s"] < 15  # 39 x sbatch, measured ~3 s on 2 cores
+    assert set(smoke_dag["right_after"]) <= {"queued", "running", "done"}
+    assert "queued" in smoke_dag["right_after"]  # it did not wait for them
+
+
+def test_reinvoking_adopts_jobs_in_flight(smoke_dag: dict) -> None:
+    assert smoke_dag["resubmitted_while_queued"] == 0
+    assert smoke_dag["resubmitted_by_wait"] == 0
+
+
+def test_same_fingerprints_and_report_as_in_process(smoke_dag: dict) -> None:
+    slurm, inproc = done_records(smoke_dag["out"]), done_records(smoke_dag["inprocess"])
+    assert len(slurm) == len(inproc) == 38
+    assert {n: r["fingerprint"] for n, r in slurm.items()} == {
+        n: r["fingerprint"] for n, r in inproc.items()
+    }
+    got, want = slurm["report"]["outputs"]["results"], inproc["report"]["outputs"]["results"]
+    assert got.keys() == want.keys()
+    for variant, metrics in want.items():
+        assert got[variant].keys() == metrics.keys()
+        for name, values in metrics.items():  # one value per seed
+            # Same seeds, CPU, but 1 torch thread per SLURM job vs the test process's threads:
+            # reductions may sum in another order, so allow float noise.
+            assert all(
+                math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
+                for a, b in zip(got[variant][name], values, strict=True)
+            ), (variant, name, got[variant][name], values)
+
+
+def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, capsys) -> None:
+    before = job_count(slurm_cluster)
+    assert main(["run", *smoke_dag["overrides"]]) == 0
+    assert job_count(slurm_cluster) == before
+    assert main(["status", *smoke_dag["overrides"]]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to submit" in out and "38 nodes: 38 done" in out
+    runs = {r.data.tags.get("executor"): r.info.status for r in parent_runs(smoke_dag["overrides"])}
+    assert runs["slurm"] == "FINISHED"  # closed by the closing job
+
+
+def test_failed_node_blocks_its_dependants(
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
+) -> None:
+    out = tmp_path_factory.mktemp("slurm-fail")
+    # No SFT examples: planning passes, the SFT job raises inside SLURM.
+    no_sft_data = "+pipeline.overrides.b_ssmax=['data.sft_num_examples=0']"
+    overrides = smoke(out, out / "cache", B_ONLY, no_sft_data)
+    assert main(["run", *overrides, "--wait"]) == 1
+    capsys.readouterr()
+    assert main(["status", *overrides]) == 1
+    status = capsys.readouterr().out
+    rows = [line.split() for line in status.splitlines()]
+    lines = {r[1]: r[0] for r in rows if len(r) > 1 and r[0] in ("done", "failed", "blocked")}
+    assert lines["sft/b_ssmax/seed0"] == "failed"
+    assert lines["rope_sft/b_ssmax/seed0"] == lines["eval_niah/b_ssmax/seed0"] == "blocked"
+    assert lines["eval_loss/b_ssmax/seed0"] == "done"
+    assert "log: " in status and "Error" in status  # the tail of the job's stderr
+    assert lines["report"] == "blocked" and "CANCELLED" in status  # kill_on_invalid_dep
+    records = done_records(out)
+    assert "sft/b_ssmax/seed0" not in records and "report" not in records
+    assert "eval_loss/b_ssmax/seed0" in records
+    assert [r.info.status for r in parent_runs(overrides)] == ["FAILED"]
+
+    # Re-invoking resubmits the failed node and its dependants, nothing else.
+    cfg, jobs = plan(overrides)
+    old = {n["node"]: n["job_id"] for n in read_book(cfg)["nodes"].values()}
+    assert main(["run", *overrides]) == 0
+    new = {n["node"]: n["job_id"] for n in read_book(cfg)["nodes"].values()}
+    changed = {name for name in new if new[name] != old.get(name)}
+    assert changed == {"sft/b_ssmax/seed0", "rope_sft/b_ssmax/seed0",
+                       "eval_niah/b_ssmax/seed0", "report"}  # fmt: skip
+    slurm_cluster.run("scancel", *(new[name] for name in changed))  # no need to fail again
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["executor.partition=nope"], "executor.partition='nope' is unknown on this cluster"),
+        (["executor.timeout_min=null"], "timeout_min is missing"),
+        (["+executor.stages.pretrain={gpus_per_node:2,tasks_per_node:1}"],
+         "tasks_per_node=1 must equal gpus_per_node=2"),
+        (["preset=paper", "executor/slurm/profile=gpu8"],
+         "trainer.devices=1 but the profile gives 8 GPUs per node to stage pretrain"),
+        (["preset=paper", "executor/slurm/profile=gpu8", "trainer.devices=8",
+          "trainer.pretrain.global_batch=1000"], "global_batch=1000 must be a multiple"),
+        (["preset=paper", "executor/slurm/profile=gpu8", "trainer.devices=8"],
+         "executor.partition='gpu' is unknown"),  # the batch math holds; the site does not
+    ],
+)  # fmt: skip
+def test_bad_profile_fails_before_submitting(
+    extra: list[str], message: str, slurm_cluster, tmp_path: Path, capsys
+) -> None:
+    before = job_count(slurm_cluster)
+    assert main(["run", *smoke(tmp_path, tmp_path / "cache", B_ONLY, *extra)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    assert job_count(slurm_cluster) == before
+    assert not (tmp_path / "pipeline").exists()
