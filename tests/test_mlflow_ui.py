@@ -1,0 +1,82 @@
+"""The MLflow UI in a real browser: the smoke pipeline's run and, once expanded, its children.
+
+Needs Debian's chromium (`apt-get install -y chromium`) and PyPI `playwright`; no
+`playwright install`: playwright drives /usr/bin/chromium through executable_path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ssmax.pipeline.run import plan
+from ssmax.report.ui import start_ui, stop_ui
+from ssmax.tracking import tracking_uri
+from tests.test_report import smoke_pipeline
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+
+
+def _require_browser() -> None:
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        pytest.skip("no chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    pytest.importorskip("playwright.sync_api", reason="PyPI playwright is not installed")
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path):  # noqa: ANN201
+    _require_browser()
+    overrides = smoke_pipeline(tmp_path_factory, shared_cache)
+    cfg, _ = plan(overrides)
+    server = start_ui(cfg.paths.output_dir)
+    group = os.getpgid(server.process.pid)
+    assert group == server.process.pid  # its own session: stopping it stops its workers too
+    try:
+        yield cfg, server
+    finally:
+        stop_ui(server)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
+
+
+def test_pipeline_run_and_children_in_the_runs_list(ui) -> None:  # noqa: ANN001
+    from playwright.sync_api import sync_playwright
+
+    cfg, server = ui
+    client = MlflowClient(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    parent = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'", max_results=1)[0]
+    children = client.search_runs(
+        [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+        max_results=500,
+    )  # fmt: skip
+    names = sorted(c.info.run_name for c in children)
+    assert len(names) == 38 and "report" in names and "pretrain/b_ssmax/seed0" in names
+    with sync_playwright() as pw:
+        # a fresh profile comes with every launch (playwright makes its own temporary one)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            # tall enough that the grid renders every row (it virtualises the rest)
+            page = browser.new_page(viewport={"width": 1600, "height": 2400})
+            page.goto(f"{server.url}/#/experiments/{exp.experiment_id}/runs")
+            run_link = page.get_by_role("link", name=parent.info.run_name, exact=True)
+            run_link.wait_for(timeout=90_000)
+            child = page.get_by_role("link", name="report", exact=True)
+            assert child.count() == 0  # children are collapsed under their parent
+            row = page.get_by_role("row").filter(has=run_link)
+            row.locator("[col-id='attributes.`Run Name`'] button").first.click()
+            child.wait_for(timeout=30_000)
+            shown = {n: page.get_by_role("link", name=n, exact=True).count() for n in names}
+            assert [n for n, count in shown.items() if count != 1] == []
+        finally:
+            browser.close()

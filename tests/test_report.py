@@ -1,0 +1,178 @@
+"""The report of a real smoke pipeline run: figures, claims, md/html, rebuild, missing inputs."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import matplotlib.image
+import pytest
+from mlflow import MlflowClient
+
+from ssmax.pipeline.__main__ import main as pipeline_main
+from ssmax.pipeline.run import plan
+from ssmax.report.__main__ import main as report_main
+from ssmax.report.build import build_report, settings_from_cfg
+from ssmax.report.claims import claims
+from ssmax.report.gather import Results
+from ssmax.tracking import tracking_uri
+
+PNG = b"\x89PNG\r\n\x1a\n"
+EVALUATED = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias",
+             "e_swap_after_pretrain", "f_switch_during_pretrain"]  # fmt: skip
+FIG_COLUMNS = {  # the series each figure's CSV must hold
+    "fig1": ["n", "softmax", "ssmax_s0.43"],
+    "fig2": ["n", "p_n", "fit"],
+    "fig3": ["z_max", "softmax_n10", "ssmax_s0.43_n100000", "ssmax_s1.0_n10"],
+    "fig4": ["step", *EVALUATED[:4]],
+    "fig5": ["context", *EVALUATED],
+    "fig6": ["context_multiple", "depth", *EVALUATED],
+    "fig7": ["rank", *EVALUATED],
+    "fig8": ["rank", *EVALUATED, *(f"{v}_outcome" for v in EVALUATED)],
+}
+
+
+@dataclass
+class Smoke:
+    overrides: list[str]
+    output_dir: Path
+    report: dict[str, Any]  # the report node's outputs
+    inputs: dict[str, dict[str, Any]]  # the report node's inputs
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.report["report_md"]).parent
+
+
+_RUNS: dict[Path, list[str]] = {}  # one smoke pipeline per session, shared with the UI test
+
+
+def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> list[str]:
+    """Run the smoke pipeline once per session; its overrides (output_dir inside)."""
+    out = tmp_path_factory.getbasetemp() / "report-smoke"
+    if out not in _RUNS:
+        overrides = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={cache}"]
+        assert pipeline_main(["run", *overrides]) == 0
+        _RUNS[out] = overrides
+    return _RUNS[out]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Smoke:
+    overrides = smoke_pipeline(tmp_path_factory, shared_cache)
+    cfg, jobs = plan(overrides)
+    by_name = {j.name: j for j in jobs}
+    report = by_name["report"]
+    inputs = {name: by_name[name].done["outputs"] for name in report.input_dirs}
+    return Smoke(overrides, Path(cfg.paths.output_dir), report.done["outputs"], inputs)
+
+
+def test_eval_niah_writes_needle_scores(smoke: Smoke) -> None:
+    needle = smoke.inputs["eval_niah/b_ssmax/seed0"]["needle_scores"]
+    assert needle["context"] == 4 * 64 and needle["trials"] == 2  # smoke: 4x, 2 trials
+    assert 0.0 < needle["map_max"] <= 1.0 and 0.0 < needle["top_mean"] <= 1.0
+    assert 0.0 <= needle["full"] <= 1.0
+    lines = Path(needle["map_csv"]).read_text().splitlines()
+    assert lines[0] == "layer,head,score" and len(lines) == 1 + 2 * 2  # 2 layers x 2 heads
+    trials = json.loads(Path(needle["trials_json"]).read_text())
+    assert [t["score"] in ("full", "first_digit", "wrong") for t in trials] == [True, True]
+
+
+@pytest.mark.parametrize("key", list(FIG_COLUMNS))
+def test_every_figure_is_a_png_with_its_numbers(smoke: Smoke, key: str) -> None:
+    png = smoke.folder / f"{key}.png"
+    assert smoke.report["figures"][key] == str(png)
+    assert png.read_bytes()[:8] == PNG
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert width >= 400 and height >= 300
+    header, *rows = (smoke.folder / f"{key}.csv").read_text().splitlines()
+    columns = header.split(",")
+    assert set(FIG_COLUMNS[key]) <= set(columns), columns
+    assert rows and all(len(r.split(",")) == len(columns) for r in rows)
+    assert "pn_rationale" not in columns  # Fig. 2 only
+
+
+def test_fig5_has_one_series_per_variant_over_every_position(smoke: Smoke) -> None:
+    header, *rows = (smoke.folder / "fig5.csv").read_text().splitlines()
+    assert len(rows) == 4 * 64  # eval.loss.max_multiple x the training length
+    assert header.split(",")[1:7] == EVALUATED
+
+
+def test_claims_table_lists_every_claim(smoke: Smoke) -> None:
+    expected = [c.key for c in claims(Results.from_inputs({}, settings_from_cfg(_cfg(smoke))))]
+    assert len(expected) == 11
+    listed = json.loads((smoke.folder / "claims.json").read_text())
+    assert [c["key"] for c in listed] == expected
+    assert sorted(smoke.report["claims"]) == sorted(expected)  # done.json sorts keys
+    md, page = (smoke.folder / name for name in ("report.md", "report.html"))
+    for claim in listed:
+        assert claim["holds"] in ("yes", "no", "n/a")
+        assert f"| {claim['text']} |" in md.read_text()
+        assert html.escape(claim["text"]) in page.read_text()
+    # the smoke run has every variant: every claim gets a verdict
+    assert all(c["holds"] != "n/a" for c in listed if c["key"] != "pn_log_law")
+
+
+def test_results_table_keeps_the_numbers(smoke: Smoke) -> None:
+    results = smoke.report["results"]
+    assert set(results["b_ssmax"]) >= {"pretrain val loss", "loss @1x", "loss @4x", "niah @2x"}
+    assert set(results["b_ssmax"]) >= {"niah mean", "needle top mean"}
+    text = (smoke.folder / "report.md").read_text()
+    assert "| b_ssmax |" in text and "| preset | smoke |" in text and "| seeds | [0] |" in text
+
+
+class _Sources(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.urls += [v or "" for k, v in attrs if k in ("src", "href")]
+
+
+def test_html_is_self_contained(smoke: Smoke) -> None:
+    parser = _Sources()
+    parser.feed((smoke.folder / "report.html").read_text())
+    assert parser.tags.count("img") == 8
+    assert parser.urls and all(u.startswith("data:image/png;base64,") for u in parser.urls)
+    assert not {"link", "script", "iframe"} & set(parser.tags)
+
+
+def test_report_is_an_artifact_of_the_pipeline_run(smoke: Smoke) -> None:
+    cfg = _cfg(smoke)
+    client = MlflowClient(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    (parent,) = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'", max_results=1)
+    names = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"report.md", "report.html", "fig7.png", "fig8.csv", "claims.json"} <= names
+
+
+def test_rebuild_from_disk_and_mlflow(smoke: Smoke, tmp_path: Path, capsys) -> None:
+    assert report_main(["--output-dir", str(smoke.output_dir), "--dest", str(tmp_path)]) == 0
+    assert "report:" in capsys.readouterr().out
+    for name in ("claims.json", "results.json", "fig5.csv", "fig8.csv"):
+        assert (tmp_path / name).read_text() == (smoke.folder / name).read_text(), name
+    assert "pipeline run" in (tmp_path / "report.md").read_text()
+    assert report_main(["--output-dir", str(tmp_path / "nowhere")]) == 2
+
+
+def test_missing_inputs_give_na_not_a_crash(smoke: Smoke, tmp_path: Path) -> None:
+    only_b = {k: v for k, v in smoke.inputs.items() if "/b_ssmax/" in k}
+    out = build_report(only_b, settings_from_cfg(_cfg(smoke)), tmp_path / "b")
+    assert out["figures"]["fig2"].startswith("n/a") and not out["figures"]["fig1"].startswith("n/a")
+    assert out["figures"]["fig6"].endswith("fig6.png")  # one panel is still a figure
+    assert set(out["claims"].values()) == {"n/a"}
+    empty = build_report({}, settings_from_cfg(_cfg(smoke)), tmp_path / "none")
+    assert [k for k, v in empty["figures"].items() if not v.startswith("n/a")] == ["fig1", "fig3"]
+    assert "n/a: no eval_niah results" in Path(empty["report_md"]).read_text()
+
+
+def _cfg(smoke: Smoke):  # noqa: ANN202 - DictConfig
+    cfg, _ = plan(smoke.overrides)
+    return cfg
