@@ -14,7 +14,13 @@ from ssmax.pipeline.dag import ALL_VARIANTS
 def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
     """variant -> metric name -> one value per seed."""
     table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for name, out in sorted(inputs.items()):
+    order = {"pretrain": 0, "switch": 0, "eval_loss": 1, "eval_niah": 2}  # the table's columns
+
+    def rank(name: str) -> tuple[int, str]:
+        return order.get(name.split("/")[0], 3), name
+
+    for name in sorted(inputs, key=rank):
+        out = inputs[name]
         stage, variant, _ = name.split("/")
         row = table[variant]
         if stage in ("pretrain", "switch"):
