@@ -341,6 +341,11 @@ def submit(
         sub = Submission(statuses, {}, adopted)
         if not todo:
             return sub
+        # A dependant left pending on a failed input (a site without kill_on_invalid_dep)
+        # would never run: cancel it before its node is submitted again.
+        stuck = [s.job_id for s in statuses if s.state == "blocked" and s.slurm_state in ACTIVE]
+        if stuck:
+            _client("scancel", *[i for i in stuck if i])
         sub.parent_run_id = parent()
         ids = dict(adopted)
         for job in todo:  # inputs come first: their ids are known when a dependant is submitted
