@@ -14,9 +14,11 @@ PIPELINE_ARGS = preset=$(PRESET) "pipeline.seeds=[$(SEEDS)]" executor=$(EXECUTOR
 ARGS ?=
 PYTEST_ARGS ?=
 SLURM_DIR ?= outputs/slurm
+OUTPUT_DIR ?= outputs
+PORT ?= 5000
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reproduce-all plan status train train-all test test-fast lint format bench clean \
+.PHONY: help setup reproduce-all plan status report mlflow-ui train train-all test test-fast lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm
 
 help: ## Show this help
@@ -39,6 +41,12 @@ plan: setup ## Print the DAG: what is cached and what would run
 
 status: setup ## Each node's state on disk (cached / partial / to-run)
 	$(PY) -m ssmax.pipeline status $(PIPELINE_ARGS)
+
+report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (nothing re-runs)
+	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR)
+
+mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-C stops it)
+	$(PY) -m ssmax.report.ui --output-dir $(OUTPUT_DIR) --port $(PORT)
 
 train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
 	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(ARGS)
