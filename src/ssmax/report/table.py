@@ -27,10 +27,10 @@ def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]
             if out.get("val_loss") is not None:
                 row["pretrain val loss"].append(out["val_loss"])
         elif stage == "eval_loss":
-            for k, v in out["loss_at"].items():
+            for k, v in by_multiple(out["loss_at"]):
                 row[f"loss @{k}x"].append(v)
         elif stage == "eval_niah":
-            for k, v in out["accuracy"].items():
+            for k, v in by_multiple(out["accuracy"]):
                 row[f"niah @{k}x"].append(v)
             if out.get("accuracy_grid"):
                 row["niah mean"].append(float(np.mean(out["accuracy_grid"])))
@@ -38,6 +38,11 @@ def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]
             if needle.get("top_mean") is not None:
                 row["needle top mean"].append(needle["top_mean"])
     return {v: dict(m) for v, m in table.items()}
+
+
+def by_multiple(values: dict[str, float]) -> list[tuple[str, float]]:
+    """Items keyed by a length multiple, in numeric order (done.json sorts keys as text)."""
+    return sorted(values.items(), key=lambda item: float(item[0]))
 
 
 def fmt(values: list[float]) -> str:
