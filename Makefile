@@ -69,8 +69,9 @@ format: setup ## ruff fix and format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: setup ## Step-time ratios: Lightning vs bare loop, SSMax variants vs softmax
+bench: setup ## Step-time ratios (Lightning vs bare loop, variants vs softmax); eval memory and KV decoding
 	$(PY) bench/bench_step.py --preset $(PRESET)
+	$(PY) bench/bench_evals.py --preset $(PRESET)
 
 slurm-install: ## Install SLURM + munge (Debian 12, root; idempotent)
 	bash slurm/install.sh

@@ -1,0 +1,110 @@
+"""Eval benchmarks on one model, measured in one run.
+
+1. Peak memory of the per-position loss eval at 1x, 5x, 10x, 20x the training length, each in a
+   fresh process (peak RSS growth over the process's start): goal roughly linear, never
+   quadratic.
+2. Greedy decoding with the KV cache against re-running the full context for every new token,
+   at 8x the training length: goal >= 5x faster.
+
+Usage: python bench/bench_evals.py [--preset tiny] [--train-len 1024] [--vocab 50257]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+from ssmax.config import compose, model_config, variant_config
+from ssmax.evals.niah import greedy_decode
+from ssmax.evals.per_position_loss import per_position_loss
+from ssmax.model import Transformer
+
+
+def build(preset: str, variant: str, vocab: int | None, train_len: int) -> Transformer:
+    torch.manual_seed(0)
+    cfg = compose(f"preset={preset}", f"variant={variant}")
+    mcfg = model_config(cfg)
+    if vocab:
+        mcfg.vocab_size = vocab
+    return Transformer(mcfg, variant_config(cfg), train_len).eval()
+
+
+def loss_memory(args: argparse.Namespace, length: int) -> dict[str, float]:
+    """Runs in its own process: peak RSS growth of one per-position loss pass."""
+    model = build(args.preset, args.variant, args.vocab, args.train_len)
+    ids = torch.randint(0, model.cfg.vocab_size, (1, length + 1))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    per_position_loss(model, ids)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"mib": (peak - before) / 1024, "seconds": seconds}
+
+
+def decode_speed(args: argparse.Namespace) -> tuple[float, float]:
+    model = build(args.preset, args.variant, args.vocab, args.train_len)
+    prompt = torch.randint(0, model.cfg.vocab_size, (8 * args.train_len,)).tolist()
+    start = time.perf_counter()
+    with torch.no_grad():
+        cached = greedy_decode(model, prompt, args.new_tokens, eos_id=0)
+    with_cache = time.perf_counter() - start
+    ids, rerun = list(prompt), []
+    start = time.perf_counter()
+    with torch.no_grad():
+        for _ in range(args.new_tokens):  # the whole context again for every token
+            logits = model(torch.tensor([ids]))[0, -1]
+            logits[0] = float("-inf")  # same rule as greedy_decode: never EOS
+            ids.append(int(logits.argmax()))
+            rerun.append(ids[-1])
+    without = time.perf_counter() - start
+    assert cached == rerun, "cached and full-context decoding disagree"
+    return with_cache, without
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--variant", default="b_ssmax")
+    parser.add_argument("--train-len", type=int, default=1024)
+    parser.add_argument("--vocab", type=int, default=50257, help="GPT-2 size: chunking matters")
+    parser.add_argument("--new-tokens", type=int, default=8)
+    parser.add_argument("--child-length", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_length:
+        print(json.dumps(loss_memory(args, args.child_length)))
+        return
+
+    print(f"preset={args.preset} variant={args.variant} N={args.train_len} vocab={args.vocab}")
+    print("\n[1] per-position loss: peak RSS growth (fresh process per length)")
+    base = None
+    for k in (1, 5, 10, 20):
+        length = k * args.train_len
+        out = subprocess.run(
+            [sys.executable, __file__, *sys.argv[1:], "--child-length", str(length)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        base = base or max(r["mib"], 1e-6)
+        print(
+            f"    {k:>2}x ({length:>6} tokens): {r['mib']:8.1f} MiB  x{r['mib'] / base:5.2f} "
+            f"of 1x (length x{k})  {r['seconds']:.1f} s"
+        )
+
+    with_cache, without = decode_speed(args)
+    print(
+        f"\n[2] greedy decoding of {args.new_tokens} tokens at 8x ({8 * args.train_len} tokens): "
+        f"KV cache {with_cache:.2f} s, full re-run {without:.2f} s -> "
+        f"{without / with_cache:.1f}x faster (goal >= 5x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
