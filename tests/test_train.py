@@ -131,3 +131,8 @@ def test_sft_from_pretrained_weights(
     assert max(lr) == pytest.approx(cfg.trainer.sft.lr, rel=0.05)  # warmed up to the peak
     assert lr[0] < max(lr) and lr[-1] < max(lr)  # warmup, then cosine decay
     assert run.data.metrics["train/loss"] > 0
+
+
+def test_result_carries_final_losses(out_dir: Path, shared_cache: Path) -> None:
+    result = train(smoke_cfg(out_dir, shared_cache, "c_ssmax_no_scale", "seed=3"))
+    assert result.metrics["train/loss"] > 0 and result.metrics["val/loss"] > 0

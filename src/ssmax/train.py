@@ -167,13 +167,15 @@ def train(cfg: DictConfig) -> TrainResult:
         default_root_dir=run_dir,
     )
     last = run_dir / "checkpoints" / "last.ckpt"
+    fit_metrics = {}
     if total > 0:
         trainer.fit(lit, datamodule=datamodule, ckpt_path=last if last.exists() else None)
+        fit_metrics = dict(trainer.callback_metrics)  # validate() below replaces them
     # The final model's validation loss, for every run ((e) has no training at all).
     trainer.validate(lit, datamodule=datamodule, verbose=False)
     weights = run_dir / WEIGHTS_FILE
     save_atomic(lit.model.state_dict(), weights)
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
 
 

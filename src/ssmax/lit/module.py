@@ -77,7 +77,7 @@ class LitLM(L.LightningModule):
         self.tokens_seen += batch["input_ids"].numel()
         self.batches_seen += 1
         self._losses.append(loss.detach())
-        self.log("loss", loss, prog_bar=True, logger=False)
+        self.log("train/loss", loss, prog_bar=True, logger=False)  # bar and callback_metrics
         return loss
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
