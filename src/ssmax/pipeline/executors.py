@@ -6,6 +6,7 @@ failed, so the node did not run).
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -54,7 +55,7 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
         folder=Path(cfg.paths.output_dir) / "pipeline" / "submitit", cluster="local"
     )
     executor.update_parameters(timeout_min=int(cfg.executor.timeout_min))
-    threads = max(1, (len(__import__("os").sched_getaffinity(0)) // workers))
+    threads = max(1, (len(os.sched_getaffinity(0)) // workers))
     states = {job.name: "cached" for job in jobs if job.done is not None}
     pending = [job for job in jobs if job.name not in states]
     running: dict[str, submitit.Job] = {}

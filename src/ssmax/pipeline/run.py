@@ -8,7 +8,6 @@ subprocess or in a cluster job. ``run_pipeline`` ties them together under one ML
 from __future__ import annotations
 
 import importlib
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config import absolute_paths, compose, validate
 from ssmax.pipeline.dag import TRAINING_STAGES, Node, build_dag
 from ssmax.pipeline.fingerprint import fingerprint
-from ssmax.pipeline.state import DONE, node_dir, read_done, write_done
+from ssmax.pipeline.state import node_dir, read_done, read_record, write_done
 
 STAGE_MODULES = {
     "pretrain": "pretrain",
@@ -109,10 +108,10 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     cfg.tracking.parent_run_id = job.parent_run_id
     inputs = {}
     for name, input_dir in job.input_dirs.items():
-        done = Path(input_dir) / DONE
-        if not done.exists():
+        record = read_record(Path(input_dir))
+        if record is None:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
-        inputs[name] = json.loads(done.read_text())["outputs"]
+        inputs[name] = record["outputs"]
     trains = job.stage in TRAINING_STAGES
     run_id = None if trains else child_run(cfg, job.name, job.parent_run_id, _tags(job))
     ctx = StageContext(job.name, job.stage, cfg, directory, inputs, run_id, _tags(job))

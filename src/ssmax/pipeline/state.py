@@ -22,13 +22,16 @@ def node_dir(output_dir: str | Path, name: str, fingerprint: str) -> Path:
     return Path(output_dir) / "pipeline" / "nodes" / name / fingerprint[:16]
 
 
+def read_record(directory: Path) -> dict[str, Any] | None:
+    """The done record of this folder, whatever its fingerprint (None while unfinished)."""
+    path = directory / DONE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def read_done(directory: Path, fingerprint: str) -> dict[str, Any] | None:
     """The done record if this folder holds a finished result of exactly this fingerprint."""
-    path = directory / DONE
-    if not path.exists():
-        return None
-    record = json.loads(path.read_text())
-    return record if record.get("fingerprint") == fingerprint else None
+    record = read_record(directory)
+    return record if record is not None and record.get("fingerprint") == fingerprint else None
 
 
 def write_done(directory: Path, record: dict[str, Any]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,9 +44,3 @@ def load_model(cfg: DictConfig, weights: str, rope_theta: float) -> Transformer:
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     model.rope_theta = float(rope_theta)
     return model.eval()
-
-
-def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    tmp.replace(path)
