@@ -16,7 +16,14 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha, load_documents
 from ssmax.data.lm import LMDataModule, test_sequences
 from ssmax.data.packing import EpochShuffleSampler, pack
-from ssmax.data.sft import IGNORE, SFTDataModule, encode_example, prompt_ids, to_example
+from ssmax.data.sft import (
+    IGNORE,
+    SFTDataModule,
+    encode_example,
+    prompt_ids,
+    to_example,
+    trim_padding,
+)
 from ssmax.data.squad import load_squad
 from ssmax.data.squad_gen import generate_squad
 from ssmax.data.tokenizer import GPT2_FILES, bpe_path, load_tokenizer
@@ -200,12 +207,31 @@ def test_sft_trims_context_around_answer(bpe) -> None:
     assert encode_example(bpe, ex, seq_len=8) is None  # even the question does not fit
 
 
+def test_trim_padding_keeps_the_loss(bpe) -> None:
+    """Dropping the pad columns after the longest example changes no loss term."""
+    from ssmax.lit.module import lm_loss
+    from ssmax.model import ModelConfig, Transformer, VariantConfig
+
+    lengths = [(30, 20), (55, 40), (41, 37)]  # (ids, prompt) per example
+    batch = [to_example(list(range(5, 5 + n)), p, 96, bpe.eos_id) for n, p in lengths]
+    trimmed = trim_padding(batch)
+    assert trimmed["input_ids"].shape == (3, 54)  # the longest example's inputs
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(vocab_size=128, n_layers=2, n_heads=2, dim=32, ffn_dim=64),
+                        VariantConfig(name="b_ssmax", scale="log_n", learn_s=True), 96)  # fmt: skip
+    full = {k: torch.stack([ex[k] for ex in batch]) for k in batch[0]}
+    losses = [lm_loss(model(b["input_ids"]), b["labels"], "sft") for b in (full, trimmed)]
+    torch.testing.assert_close(losses[0], losses[1])
+
+
 def test_sft_datamodule(cache: Path) -> None:
     cfg = data_cfg(cache, seq_len=128, sft_num_examples=120)
     dm = SFTDataModule(cfg, batch_size=4, seed=0)
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
-    assert batch["input_ids"].shape == batch["labels"].shape == (4, 128)
+    width = batch["labels"].shape[1]
+    assert batch["input_ids"].shape == batch["labels"].shape and width <= 128
+    assert (batch["labels"][:, -1] != IGNORE).any()  # trimmed right after the longest answer
     for labels in batch["labels"]:
         kept = labels[labels != IGNORE].tolist()
         assert kept and kept[-1] == dm.tokenizer.eos_id

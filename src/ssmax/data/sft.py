@@ -96,6 +96,15 @@ def to_example(ids: list[int], n_prompt: int, seq_len: int, eos_id: int) -> dict
     return {"input_ids": inputs, "labels": labels}
 
 
+def trim_padding(batch: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Stack a batch and drop the padding columns after its longest example: attention is
+    causal, so the trailing pad positions change no loss term (same loss, fewer FLOPs)."""
+    out = {k: torch.stack([ex[k] for ex in batch]) for k in batch[0]}
+    used = (out["labels"] != IGNORE).any(0).nonzero()
+    width = int(used[-1]) + 1 if len(used) else out["labels"].shape[1]
+    return {k: v[:, :width] for k, v in out.items()}
+
+
 class SFTDataset(Dataset):
     def __init__(self, encoded: list[tuple[list[int], int]], seq_len: int, eos_id: int) -> None:
         self.encoded, self.seq_len, self.eos_id = encoded, seq_len, eos_id
@@ -151,6 +160,7 @@ class SFTDataModule(TokenizedDataModule):
             ds,
             batch_size=self.batch_size,
             sampler=sampler,
+            collate_fn=trim_padding,
             num_workers=int(self.data_cfg.num_workers),
         )
 
