@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from ssmax.config import model_config, variant_config
 from ssmax.evals import scaled_rope_theta
-from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss, smooth
+from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.model import Transformer
+from ssmax.report.plotting import smooth
 from tests.conftest import VARIANTS, make_cfg
 
 
@@ -40,5 +42,8 @@ def test_matches_naive_cross_entropy(variant: str) -> None:
 def test_summaries() -> None:
     losses = torch.arange(20, dtype=torch.float64)  # context length c = index + 1
     assert loss_at_multiples(losses, 4, (1, 2, 5, 6)) == {1: 1.5, 2: 5.5, 5: 17.5}
-    sm = smooth(losses, 3)
+    sm = smooth(losses.numpy(), 3)
     assert sm[0] == 0.5 and sm[5] == 5.0 and sm[-1] == 18.5
+    grows = smooth(losses.numpy() ** 2, np.arange(1, 21) // 4)  # width (index + 1) // 4, at least 1
+    assert grows[0] == 0 and grows[3] == 9 and grows[4] == 16 and grows[7] == (36 + 49) / 2
+    assert grows[19] == np.mean(np.arange(17, 20) ** 2)  # width 5 at the end: 17..19

@@ -66,13 +66,3 @@ def loss_at_multiples(
         if lo < hi:  # context length c = index + 1, so c in (lo, hi] is index [lo, hi)
             out[k] = losses[lo:hi].mean().item()
     return out
-
-
-def smooth(losses: torch.Tensor, window: int) -> torch.Tensor:
-    """Centred moving average (shorter windows at the ends), for plotting Fig. 5."""
-    x = losses.double()
-    csum = torch.cat([x.new_zeros(1), x.cumsum(0)])
-    idx = torch.arange(x.numel())
-    lo = (idx - window // 2).clamp(min=0)
-    hi = (idx + window - window // 2).clamp(max=x.numel())
-    return (csum[hi] - csum[lo]) / (hi - lo)

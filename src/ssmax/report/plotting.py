@@ -78,9 +78,10 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def smooth(values: np.ndarray, window: int) -> np.ndarray:
-    """Centred moving average; shorter windows at the ends (no shift, no padding bias)."""
-    window = max(1, int(window))
+def smooth(values: np.ndarray, window: int | np.ndarray) -> np.ndarray:
+    """Centred moving average; shorter windows at the ends (no shift, no padding bias).
+    window: one width, or one width per point."""
+    window = np.maximum(1, np.broadcast_to(np.asarray(window, dtype=np.int64), values.shape))
     csum = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
     idx = np.arange(values.size)
     lo = np.clip(idx - window // 2, 0, values.size)
