@@ -35,7 +35,7 @@ from ssmax.pipeline.run import STAGE_MODULES, NodeJob, close_pipeline_run
 Log = Callable[[str], None]
 RESOURCE_KEYS = (
     "partition", "account", "qos", "timeout_min", "nodes", "gpus_per_node", "tasks_per_node",
-    "cpus_per_task", "mem_gb", "constraint", "additional_parameters", "setup",
+    "cpus_per_task", "mem_gb", "constraint", "additional_parameters", "setup", "signal_delay_s",
 )  # fmt: skip
 # SLURM states of a job that is still queued or running (squeue's %T).
 ACTIVE = frozenset({
@@ -59,6 +59,9 @@ def stage_resources(cfg: DictConfig, stage: str) -> dict[str, Any]:
 
 def check_profile(cfg: DictConfig, jobs: list[NodeJob]) -> None:
     """Raise ConfigError (one line) on a profile that SLURM or Lightning would reject later."""
+    requeues = cfg.executor.get("max_requeues")
+    _require(isinstance(requeues, int) and requeues >= 0,
+             f"executor.max_requeues={requeues} must be an integer >= 0")  # fmt: skip
     stages = dict.fromkeys(job.stage for job in jobs)
     for stage, extra in (cfg.executor.get("stages") or {}).items():
         _require(stage in STAGE_MODULES, f"executor.stages.{stage}: unknown stage; allowed: "
@@ -85,6 +88,10 @@ def _check_stage_resources(stage: str, res: dict[str, Any]) -> None:
     _require(timeout is not None, f"{key}: timeout_min is missing: set the job time limit in "
              "minutes (executor.timeout_min or executor.stages.<stage>.timeout_min)")  # fmt: skip
     _require(timeout > 0, f"{key}: timeout_min={timeout} must be > 0")
+    delay = res["signal_delay_s"]
+    _require(delay is not None and 0 < delay < timeout * 60,
+             f"{key}: signal_delay_s={delay} must be > 0 and less than timeout_min x 60 = "
+             f"{timeout * 60} (the time-out signal comes that long before the limit)")  # fmt: skip
     for name in ("nodes", "tasks_per_node", "cpus_per_task"):
         _require(int(res[name] or 0) >= 1, f"{key}: {name}={res[name]} must be >= 1")
     gpus = int(res["gpus_per_node"] or 0)
@@ -98,9 +105,6 @@ def _check_stage_resources(stage: str, res: dict[str, Any]) -> None:
     _require(gpus == 0 or res["tasks_per_node"] == gpus,
              f"{key}: tasks_per_node={res['tasks_per_node']} must equal gpus_per_node={gpus} "
              "(Lightning DDP runs one task per GPU)")  # fmt: skip
-    # ssmax.train passes no num_nodes to Lightning yet: a multi-node job would not form one group.
-    _require(res["nodes"] == 1, f"{key}: nodes={res['nodes']}: multi-node training is not wired "
-             "into ssmax.train (Trainer num_nodes); use nodes=1")  # fmt: skip
 
 
 def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
@@ -108,7 +112,10 @@ def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
     batch_size x devices x nodes (the rest is gradient accumulation, see ssmax.train)."""
     cfg = OmegaConf.create(job.cfg_yaml)
     gpus, nodes = int(res["gpus_per_node"] or 0), int(res["nodes"])
-    devices = cfg.trainer.devices
+    devices, num_nodes = cfg.trainer.devices, cfg.trainer.get("num_nodes", 1)
+    _require(num_nodes in (1, nodes), f"{job.name}: trainer.num_nodes={num_nodes} but the "
+             f"profile gives stage {job.stage} nodes={nodes}: leave trainer.num_nodes at 1 "
+             "(the profile's nodes is used) or change the profile")  # fmt: skip
     per_node = gpus if gpus else res["tasks_per_node"]
     _require(devices == per_node, f"{job.name}: trainer.devices={devices} but the profile gives "
              f"{per_node} {'GPUs' if gpus else 'tasks'} per node to stage {job.stage}: set "
@@ -300,7 +307,11 @@ def print_status(cfg: DictConfig, jobs: list[NodeJob]) -> int:
 def _executor(cfg: DictConfig, res: dict[str, Any], name: str, deps: list[str], after: str):
     import submitit
 
-    executor = submitit.AutoExecutor(folder=_folder(cfg), cluster="slurm")
+    # submitit's own count of time-outs stays above ours: ssmax.pipeline.requeue decides.
+    max_timeouts = int(cfg.executor.max_requeues) + 1
+    executor = submitit.AutoExecutor(
+        folder=_folder(cfg), cluster="slurm", slurm_max_num_timeout=max_timeouts
+    )
     extra = dict(res["additional_parameters"] or {})
     if deps:  # kill_on_invalid_dep: cancel a dependant when its upstream fails (not pend forever)
         extra |= {"dependency": f"{after}:" + ":".join(deps), "kill_on_invalid_dep": "yes"}
@@ -312,6 +323,8 @@ def _executor(cfg: DictConfig, res: dict[str, Any], name: str, deps: list[str], 
         "slurm_constraint": res["constraint"], "slurm_additional_parameters": extra,
         "slurm_setup": list(res["setup"] or []),
         "gpus_per_node": res["gpus_per_node"] or None,  # no --gpus-per-node=0 on GPU-less sites
+        # USR2 this long before the time limit: time to end the step and write a checkpoint.
+        "slurm_signal_delay_s": res["signal_delay_s"],
     }  # fmt: skip
     executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
     return executor
@@ -353,7 +366,15 @@ def submit(
             deps = [ids[i] for i in job.input_dirs if i in ids]
             job.parent_run_id = sub.parent_run_id
             job.threads = int(res["cpus_per_task"])  # torch threads = the CPUs SLURM gave
-            sjob = _executor(cfg, res, job.name, deps, "afterok").submit(_execute, job)
+            executor = _executor(cfg, res, job.name, deps, "afterok")
+            if job.stage in TRAINING_STAGES:  # checkpoint and requeue on USR2 (time-out, preempt)
+                from ssmax.pipeline.requeue import TrainingNode  # imports Lightning: only here
+
+                _set_num_nodes(job, int(res["nodes"]))
+                node = TrainingNode(job, int(cfg.executor.max_requeues))
+                sjob = executor.submit(node)
+            else:
+                sjob = executor.submit(_execute, job)
             ids[job.name] = sub.submitted[job.name] = str(sjob.job_id)
             book["nodes"][_key(job)] = {
                 "node": job.name, "fingerprint": job.fingerprint, "job_id": str(sjob.job_id),
@@ -371,6 +392,14 @@ def submit(
         book["runs"][sub.parent_run_id] = {"closer_job": sub.closer,
                                            "submitted": datetime.now().isoformat()}  # fmt: skip
     return sub
+
+
+def _set_num_nodes(job: NodeJob, nodes: int) -> None:
+    """Lightning's num_nodes from the profile (one process group over all the job's nodes).
+    Not part of the fingerprint: the global batch, hence the result, does not depend on it."""
+    cfg = OmegaConf.create(job.cfg_yaml)
+    cfg.trainer.num_nodes = nodes
+    job.cfg_yaml = OmegaConf.to_yaml(cfg)
 
 
 def _execute(job: NodeJob) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""Training nodes on the local SLURM cluster that SLURM interrupts: a preemption
+(`job._interrupt()`), a real time-out (USR2 `signal_delay_s` before the limit) and one requeue
+too many. Each resumes from the checkpoint written at the signal, in the same MLflow run, with
+no duplicate steps and the final weights of an uninterrupted run; the last one fails clearly.
+
+All four jobs run at once (one CPU each), so the module costs about one training's wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import submitit
+import torch
+from mlflow import MlflowClient
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.run import NodeJob, plan
+from ssmax.pipeline.slurm import _folder, submit
+
+pytestmark = pytest.mark.slurm
+
+# Long enough that the time-out's signal (30-60 s after the job starts: slurmctld checks time
+# limits every 30 s) always comes while it trains, even alone on a core (~33 ms a step).
+STEPS = 1500
+SETTINGS = [
+    "preset=smoke", "pipeline.variants=[a_softmax]", f"trainer.pretrain.max_steps={STEPS}",
+    "trainer.checkpoint_every_n_steps=100000",  # only the signal's checkpoint to resume from
+    "trainer.val_every_n_steps=100000", "trainer.log_every_n_steps=2",
+    "trainer.deterministic=true", "executor=slurm",
+]  # fmt: skip
+# timeout_min <= 10: submitit counts the signal as a time-out (not a preemption).
+TIMEOUT = ["executor.timeout_min=2", "executor.signal_delay_s=60", "executor.max_requeues=8"]
+DEADLINE_S = 600.0
+
+
+def overrides(out: Path, cache: Path, *extra: str) -> list[str]:
+    return [*SETTINGS, f"paths.output_dir={out}", f"paths.cache_dir={cache}", *extra]
+
+
+def submit_pretrain(out: Path, cache: Path, *extra: str) -> tuple[NodeJob, submitit.SlurmJob]:
+    """Only the pretraining node of the DAG, as executor=slurm submits it."""
+    cfg, jobs = plan(overrides(out, cache, *extra))
+    (job,) = [j for j in jobs if j.stage == "pretrain"]
+    sub = submit(cfg, [job], lambda: None, closer=False)
+    return job, submitit.SlurmJob(folder=_folder(cfg), job_id=sub.submitted[job.name])
+
+
+def mlflow_runs(out: Path) -> list:
+    if not (out / "mlflow.db").exists():
+        return []
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
+    exp = client.get_experiment_by_name("ssmax-repro")
+    return client.search_runs([exp.experiment_id], "tags.stage = 'pretrain'") if exp else []
+
+
+def logged_steps(out: Path, key: str = "train/loss") -> list[int]:
+    runs = mlflow_runs(out)
+    if not runs:
+        return []
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
+    return [m.step for m in client.get_metric_history(runs[0].info.run_id, key)]
+
+
+def wait_until(what: str, check, deadline_s: float = DEADLINE_S) -> None:  # noqa: ANN001
+    end = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {deadline_s:.0f} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def interrupt_when_training(job: NodeJob, sjob: submitit.SlurmJob, steps: int) -> None:
+    # Open the MLflow store only once the job has created it (its run id is on disk then):
+    # two processes creating its tables at once clash.
+    wait_until(f"job {sjob.job_id}'s MLflow run", (Path(job.dir) / "mlflow_run_id").exists)
+    out = Path(job.dir).parents[5]  # <out>/pipeline/nodes/pretrain/<variant>/seed0/<fp>
+    wait_until(f"job {sjob.job_id} to train {steps} steps", lambda: len(logged_steps(out)) >= steps)
+    sjob._interrupt()  # SIGTERM, then USR2: a preemption
+
+
+@pytest.fixture(scope="module")
+def interrupted(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path):
+    root = tmp_path_factory.mktemp("requeue")
+    started = time.perf_counter()
+    runs = {
+        "straight": submit_pretrain(root / "straight", shared_cache),
+        "preempted": submit_pretrain(root / "preempted", shared_cache),
+        "timed_out": submit_pretrain(root / "timed_out", shared_cache, *TIMEOUT),
+        "limit": submit_pretrain(root / "limit", shared_cache, "executor.max_requeues=0"),
+    }
+    interrupt_when_training(*runs["limit"], 4)
+    interrupt_when_training(*runs["preempted"], 20)
+    for name in ("straight", "preempted", "timed_out"):
+        job = runs[name][0]
+        wait_until(f"{name} to finish", lambda job=job: job.done is not None)
+    wait_until("the limit job to fail", lambda: slurm_cluster.state(runs["limit"][1].job_id)
+               in ("FAILED", "COMPLETED"), deadline_s=60)  # fmt: skip
+    print(f"\nstraight, preempted, timed-out, limit jobs: {time.perf_counter() - started:.0f} s")
+    return {"root": root, "runs": runs, "cluster": slurm_cluster, "cache": shared_cache}
+
+
+def weights(job: NodeJob) -> dict[str, torch.Tensor]:
+    return torch.load(Path(job.dir) / "model.pt", weights_only=True)
+
+
+def requeues(job: NodeJob) -> list[dict]:
+    path = Path(job.dir) / "requeue.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+@pytest.mark.parametrize(("name", "case"), [("preempted", "preempted"),
+                                            ("timed_out", "timed-out")])  # fmt: skip
+def test_interrupted_node_resumes_like_an_uninterrupted_one(
+    interrupted: dict, name: str, case: str
+) -> None:
+    root, runs = interrupted["root"], interrupted["runs"]
+    job, sjob = runs[name]
+    log = Path(sjob.paths.stderr).read_text()
+    assert f"this job is {case}" in log
+    history = requeues(job)
+    assert history, "no checkpoint was written at the signal"
+    assert all(0 < h["step"] < STEPS for h in history)  # mid-training, at a step boundary
+    resumed = [h for h in history if "resume_s" in h]
+    assert resumed and all(h["first_step"] == h["step"] + 1 for h in resumed)
+    print(f"\n{name}: requeued {len(history)}x; signal -> resumed job's first step: "
+          + ", ".join(f"{h['resume_s']:.1f} s" for h in resumed))  # fmt: skip
+
+    want, got = weights(runs["straight"][0]), weights(job)
+    assert want.keys() == got.keys()
+    assert all(torch.equal(want[k], got[k]) for k in want)
+    (run,) = mlflow_runs(root / name)  # one MLflow run across the requeues
+    assert run.info.status == "FINISHED"
+    steps = logged_steps(root / name)
+    assert steps == sorted(set(steps)) == logged_steps(root / "straight")  # no duplicates/gaps
+    assert len(logged_steps(root / name, "requeue/resume_s")) == len(resumed)
+
+
+def test_requeue_limit_fails_the_node_clearly(interrupted: dict, capsys) -> None:
+    root, (job, sjob) = interrupted["root"], interrupted["runs"]["limit"]
+    assert interrupted["cluster"].state(sjob.job_id) == "FAILED"
+    assert job.done is None
+    message = f"{job.name}: not requeued again: already requeued 0 times, executor.max_requeues=0"
+    error = "ssmax.pipeline.requeue.RequeueLimitError: "
+    lines = [line for line in Path(sjob.paths.stderr).read_text().splitlines() if error in line]
+    assert lines and message in lines[-1]  # the job's traceback ends with one clear line
+    (run,) = mlflow_runs(root / "limit")
+    assert run.info.status == "FAILED"
+    # `status` names the node and shows that line in its log tail
+    limit = overrides(root / "limit", interrupted["cache"], "executor.max_requeues=0")
+    assert main(["status", *limit]) == 1
+    out = capsys.readouterr().out
+    assert f"failed   {job.name}" in out and message in out
