@@ -58,18 +58,19 @@ def check_cli_choices(argv: Sequence[str]) -> None:
             )
 
 
-def _check_stage(cfg: DictConfig, stage: str, devices: int) -> None:
+def _check_stage(cfg: DictConfig, stage: str, devices: int, num_nodes: int) -> None:
     s = cfg.trainer[stage]
     key = f"trainer.{stage}"
     _require(s.lr > 0, f"{key}.lr={s.lr} must be > 0")
     _require(s.schedule in SCHEDULES, f"{key}.schedule={s.schedule!r}; allowed: {SCHEDULES}")
     _require(s.batch_size > 0, f"{key}.batch_size={s.batch_size} must be > 0")
     _require(s.weight_decay >= 0, f"{key}.weight_decay={s.weight_decay} must be >= 0")
-    per_update = s.batch_size * devices
+    per_update = s.batch_size * devices * num_nodes
     _require(
         s.global_batch % per_update == 0,
-        f"{key}.global_batch={s.global_batch} must be a multiple of batch_size x devices "
-        f"= {per_update} (it is reached by gradient accumulation)",
+        f"{key}.global_batch={s.global_batch} must be a multiple of batch_size x devices x "
+        f"num_nodes = {s.batch_size} x {devices} x {num_nodes} = {per_update} (the rest is "
+        "gradient accumulation)",
     )
 
 
@@ -102,8 +103,13 @@ def validate(cfg: DictConfig) -> None:
         f"variant.s_init={v.s_init!r}; allowed: a number or 'inv_mean_log_n'",
     )
     _require(cfg.trainer.devices > 0, f"trainer.devices={cfg.trainer.devices} must be > 0")
+    num_nodes = cfg.trainer.get("num_nodes", 1)
+    _require(
+        isinstance(num_nodes, int) and num_nodes > 0,
+        f"trainer.num_nodes={num_nodes} must be an integer > 0",
+    )
     for stage in OBJECTIVES:
-        _check_stage(cfg, stage, cfg.trainer.devices)
+        _check_stage(cfg, stage, cfg.trainer.devices, num_nodes)
 
 
 def model_config(cfg: DictConfig) -> ModelConfig:

@@ -26,7 +26,12 @@ from ssmax.config import (
     variant_config,
 )
 from ssmax.lit.module import LitLM
-from ssmax.lit.resume import AtomicCheckpointIO, ResumableMLFlowLogger
+from ssmax.lit.resume import (
+    AtomicCheckpointIO,
+    ResumableMLFlowLogger,
+    StepBoundary,
+    active_deferral,
+)
 from ssmax.model import load_backbone
 from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
 
@@ -40,6 +45,16 @@ class TrainResult:
     run_id: str | None  # the MLflow run
     metrics: dict[str, float]  # last logged values (train/loss, val/loss, ...)
     extra_weights: dict[int, Path]  # step -> weights saved mid-run (trainer.save_weights_at)
+
+
+def global_rank() -> int:
+    """This process's rank among all processes of a multi-process (DDP) run; 0 when alone.
+    Read from the environment (torchrun's RANK, SLURM's SLURM_PROCID) like Lightning does, so
+    that it is known before any Trainer exists."""
+    for var in ("RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
 
 
 def precision(setting: str) -> str:
@@ -99,15 +114,17 @@ def train(cfg: DictConfig) -> TrainResult:
     absolute_paths(cfg)
     L.seed_everything(cfg.seed, workers=True)
     stage = cfg.trainer[cfg.objective]
-    devices = cfg.trainer.devices
-    accumulate = stage.global_batch // (stage.batch_size * devices)
+    devices, num_nodes = cfg.trainer.devices, cfg.trainer.get("num_nodes", 1)
+    ranks = devices * num_nodes  # validate() checked that the global batch divides
+    accumulate = stage.global_batch // (stage.batch_size * ranks)
+    rank0 = global_rank() == 0  # only rank 0 writes the run folder and talks to MLflow
     datamodule = build_datamodule(cfg, stage.batch_size)
 
     if cfg.objective == "pretrain":
         total, warmup = stage.max_steps, stage.warmup_steps
     else:  # SFT is set in epochs (App. C): count the optimizer steps of one epoch
         datamodule.setup("fit")
-        per_epoch = math.ceil(len(datamodule.train_dataloader()) / (accumulate * devices))
+        per_epoch = math.ceil(len(datamodule.train_dataloader()) / (accumulate * ranks))
         total, warmup = stage.epochs * per_epoch, round(stage.warmup_epochs * per_epoch)
 
     lit = LitLM(
@@ -128,9 +145,11 @@ def train(cfg: DictConfig) -> TrainResult:
         )
 
     run_dir = Path(cfg.paths.run_dir)
-    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    logger = mlflow_logger(cfg, run_dir) if cfg.tracking.enabled else False
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if rank0:
+        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    logger = mlflow_logger(cfg, run_dir) if cfg.tracking.enabled and rank0 else False
     callbacks: list[L.Callback] = [
         L.pytorch.callbacks.ModelCheckpoint(
             dirpath=run_dir / "checkpoints",
@@ -142,13 +161,17 @@ def train(cfg: DictConfig) -> TrainResult:
     save_at = {
         int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
     }
-    if save_at:
+    if save_at and rank0:
         callbacks.append(SaveWeightsAt(save_at))
+    deferred = active_deferral()  # a requeueing SLURM job: checkpoint at step boundaries
+    if deferred is not None:
+        callbacks.append(StepBoundary(deferred, last, run_dir))
     if cfg.trainer.progress_bar:
         callbacks.append(L.pytorch.callbacks.RichProgressBar())
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator,
         devices=devices,
+        num_nodes=num_nodes,
         precision=precision(cfg.trainer.precision),
         max_steps=total,
         max_epochs=-1,
@@ -160,13 +183,12 @@ def train(cfg: DictConfig) -> TrainResult:
         log_every_n_steps=cfg.trainer.log_every_n_steps,
         logger=logger,
         callbacks=callbacks,
-        plugins=[AtomicCheckpointIO()],
+        plugins=plugins(),
         enable_progress_bar=cfg.trainer.progress_bar,
         enable_model_summary=False,
         deterministic=cfg.trainer.deterministic,
         default_root_dir=run_dir,
     )
-    last = run_dir / "checkpoints" / "last.ckpt"
     fit_metrics = {}
     if total > 0:
         trainer.fit(lit, datamodule=datamodule, ckpt_path=last if last.exists() else None)
@@ -174,9 +196,22 @@ def train(cfg: DictConfig) -> TrainResult:
     # The final model's validation loss, for every run ((e) has no training at all).
     trainer.validate(lit, datamodule=datamodule, verbose=False)
     weights = run_dir / WEIGHTS_FILE
-    save_atomic(lit.model.state_dict(), weights)
+    if rank0:
+        save_atomic(lit.model.state_dict(), weights)
     metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
+
+
+def plugins() -> list[object]:
+    """Atomic checkpoints; under SLURM, Lightning's cluster environment without its own
+    auto-requeue: submitit's checkpointing (ssmax.pipeline.requeue) is the one owner of the
+    requeue signal."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    found: list[object] = [AtomicCheckpointIO()]
+    if SLURMEnvironment.detect():
+        found.append(SLURMEnvironment(auto_requeue=False))
+    return found
 
 
 class SaveWeightsAt(L.Callback):

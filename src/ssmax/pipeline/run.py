@@ -93,17 +93,24 @@ def _job(node: Node, cfg: DictConfig, upstream: dict[str, NodeJob]) -> NodeJob:
 
 
 def execute_node(job: NodeJob) -> dict[str, Any]:
-    """Run one node and write its done-marker; returns the done record."""
+    """Run one node and write its done-marker; returns the done record.
+
+    When several processes run the node (DDP: one SLURM task per device), each runs the stage
+    (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
+    the done-marker. The others return the record without writing it."""
     from ssmax.stages.common import StageContext
     from ssmax.tracking import child_run, finish_run
+    from ssmax.train import global_rank
 
     if job.threads:
         import torch
 
         torch.set_num_threads(job.threads)
+    rank0 = global_rank() == 0
     directory = Path(job.dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.yaml").write_text(job.cfg_yaml)
+    if rank0:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "config.yaml").write_text(job.cfg_yaml)
     cfg = OmegaConf.create(job.cfg_yaml)
     cfg.tracking.parent_run_id = job.parent_run_id
     inputs = {}
@@ -113,7 +120,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
         inputs[name] = record["outputs"]
     trains = job.stage in TRAINING_STAGES
-    run_id = None if trains else child_run(cfg, job.name, job.parent_run_id, _tags(job))
+    tracked = rank0 and not trains  # training makes its own MLflow run (rank 0's logger)
+    run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
     ctx = StageContext(job.name, job.stage, cfg, directory, inputs, run_id, _tags(job))
     start = time.perf_counter()
     module = importlib.import_module(f"ssmax.stages.{STAGE_MODULES[job.stage]}")
@@ -124,13 +132,14 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
             finish_run(cfg, run_id, "FAILED")
         raise
     run_id = outputs.get("run_id", run_id)
-    if run_id:
+    if run_id and rank0:
         finish_run(cfg, run_id, "FINISHED", _tags(job))
     record = {
         "node": job.name, "fingerprint": job.fingerprint, "outputs": outputs,
         "run_id": run_id, "wall_s": round(time.perf_counter() - start, 3),
     }  # fmt: skip
-    write_done(directory, record)
+    if rank0:
+        write_done(directory, record)
     return record
 
 
