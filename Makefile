@@ -14,12 +14,13 @@ PIPELINE_ARGS = preset=$(PRESET) "pipeline.seeds=[$(SEEDS)]" executor=$(EXECUTOR
 ARGS ?=
 PYTEST_ARGS ?=
 SLURM_DIR ?= outputs/slurm
+PROFILE ?= local
 OUTPUT_DIR ?= outputs
 PORT ?= 5000
 
 .DEFAULT_GOAL := help
 .PHONY: help setup reproduce-all plan status report mlflow-ui train train-all test test-fast lint format bench clean \
-	slurm-install cluster-up cluster-down cluster-status test-slurm
+	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -84,6 +85,11 @@ cluster-down: ## Stop the local SLURM cluster
 
 cluster-status: ## Daemons, scontrol ping, sinfo, jobs of the local cluster
 	bash slurm/cluster.sh status $(SLURM_DIR)
+
+train-all-slurm: setup ## Hydra multirun of (a)-(d) as SLURM jobs (PROFILE=local; SLURM_CONF set)
+	$(PY) -m ssmax.train -m preset=$(PRESET) \
+		variant=a_softmax,b_ssmax,c_ssmax_no_scale,d_ssmax_bias \
+		hydra/launcher=ssmax_slurm +executor/slurm/profile=$(PROFILE) $(ARGS)
 
 test-slurm: setup ## Only the tests against a real local SLURM cluster
 	$(PY) -m pytest -q -m slurm $(PYTEST_ARGS)

@@ -6,9 +6,11 @@ last checkpoint in its run folder. Prints the resolved config with `--cfg job`.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,15 +30,19 @@ from ssmax.config import (
 from ssmax.lit.module import LitLM
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
+    DeferredSignal,
     ResumableMLFlowLogger,
     StepBoundary,
     active_deferral,
 )
 from ssmax.model import load_backbone
+from ssmax.pipeline.slurm import launcher_value
 from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
+# conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
+OmegaConf.register_new_resolver("ssmax_slurm", launcher_value, replace=True)
 
 
 @dataclass
@@ -89,7 +95,12 @@ def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
 
 def mlflow_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume."""
-    ensure_experiment(cfg)
+    # The jobs of a multirun start together: one at a time creates the sqlite store's tables
+    # and the experiment (concurrent migrations fail with "duplicate column").
+    Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(cfg.paths.output_dir) / ".mlflow.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ensure_experiment(cfg)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
     tags = run_tags(cfg) | dict(cfg.tracking.get("tags") or {})
@@ -226,19 +237,40 @@ class SaveWeightsAt(L.Callback):
             save_atomic(lit.model.state_dict(), path)
 
 
+def _requeueable() -> AbstractContextManager[object]:
+    """In a job of hydra/launcher=ssmax_slurm, submitit's USR2 handler (checkpoint, requeue)
+    waits for the end of the optimizer step, like a pipeline node's (ssmax.pipeline.requeue)."""
+    if os.environ.get("SUBMITIT_EXECUTOR") != "slurm":
+        return nullcontext()
+    from submitit.core.job_environment import JobEnvironment
+
+    return DeferredSignal(JobEnvironment._usr_sig())
+
+
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     try:
-        result = train(cfg)
+        with _requeueable():
+            result = train(cfg)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     print(f"weights: {result.weights}")
 
 
+def check_launcher(argv: list[str]) -> None:
+    """hydra/launcher=ssmax_slurm reads its resources from a cluster profile: say so in one line
+    before Hydra fails on the interpolation with a page of its own."""
+    if "hydra/launcher=ssmax_slurm" in argv and not any(
+        a.lstrip("+").startswith("executor/slurm/profile=") for a in argv
+    ):
+        launcher_value("partition", OmegaConf.create({}))  # raises the ConfigError
+
+
 def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
+        check_launcher(sys.argv[1:])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

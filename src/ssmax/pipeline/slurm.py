@@ -57,6 +57,22 @@ def stage_resources(cfg: DictConfig, stage: str) -> dict[str, Any]:
     return res
 
 
+def launcher_value(key: str, _root_: DictConfig) -> Any:
+    """`${ssmax_slurm:KEY}` in conf/hydra/launcher/ssmax_slurm.yaml: the profile's resource for
+    the stage of the run's objective (pretrain or sft)."""
+    if "executor" not in _root_ or "partition" not in _root_.executor:
+        raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
+                          "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip
+    if key == "max_requeues":
+        return int(_root_.executor.get("max_requeues", 3))
+    res = stage_resources(_root_, "sft" if _root_.get("objective") == "sft" else "pretrain")
+    if key == "gpus_per_node":
+        return res[key] or None  # no --gpus-per-node=0 on GPU-less sites
+    if key == "additional_parameters":
+        return res[key] or {}
+    return res[key]
+
+
 def check_profile(cfg: DictConfig, jobs: list[NodeJob]) -> None:
     """Raise ConfigError (one line) on a profile that SLURM or Lightning would reject later."""
     requeues = cfg.executor.get("max_requeues")
