@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -121,6 +122,29 @@ def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, c
     assert runs["slurm"] == "FINISHED"  # closed by the closing job
 
 
+def test_status_without_slurm_shows_what_is_on_disk(
+    smoke_dag: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    # A copy of the finished DAG where the report's job has not written its done-marker yet
+    # (in flight when SLURM went away), then a client that cannot reach any slurmctld.
+    out = tmp_path / "copy"
+    shutil.copytree(smoke_dag["out"], out)
+    overrides = [o for o in smoke_dag["overrides"] if not o.startswith("paths.output_dir=")]
+    overrides.append(f"paths.output_dir={out}")
+    _, jobs = plan(overrides)
+    (report,) = [j for j in jobs if j.stage == "report"]
+    (Path(report.dir) / "done.json").unlink()
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-such-slurm.conf"))
+    assert main(["status", *overrides]) == 1
+    out_text = capsys.readouterr().out
+    lines = out_text.splitlines()
+    assert lines[-2] == "38 nodes: 37 done, 1 unknown"
+    assert lines[-1].startswith("SLURM could not be queried, so the nodes with a job are "
+                                "'unknown': cannot query SLURM (squeue")  # fmt: skip
+    assert any(line.split()[:2] == ["unknown", "report"] for line in lines)
+    assert sum(line.startswith("done ") for line in lines) == 37
+
+
 def test_failed_node_blocks_its_dependants(
     slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
 ) -> None:
@@ -168,6 +192,13 @@ def test_failed_node_blocks_its_dependants(
           "trainer.pretrain.global_batch=1000"], "global_batch=1000 must be a multiple"),
         (["preset=paper", "executor/slurm/profile=gpu8", "trainer.devices=8"],
          "executor.partition='gpu' is unknown"),  # the batch math holds; the site does not
+        (["+executor.stages.pretrain={nodes:2}"],  # the smoke preset: 4 sequences an update
+         "global_batch=4 must be a multiple of batch_size x devices x nodes = 4 x 1 x 2 = 8"),
+        (["+executor.stages.pretrain={nodes:2}", "trainer.num_nodes=3",
+          "trainer.pretrain.global_batch=12", "trainer.sft.global_batch=12"],
+         "trainer.num_nodes=3 but the profile gives stage pretrain nodes=2"),
+        (["executor.signal_delay_s=0"], "signal_delay_s=0 must be > 0"),
+        (["executor.max_requeues=-1"], "executor.max_requeues=-1 must be an integer >= 0"),
     ],
 )  # fmt: skip
 def test_bad_profile_fails_before_submitting(

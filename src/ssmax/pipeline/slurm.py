@@ -233,7 +233,7 @@ def read_book(cfg: DictConfig) -> dict[str, Any]:
 @dataclass
 class NodeStatus:
     name: str
-    state: str  # cached | done | queued | running | failed | blocked | to-run
+    state: str  # cached | done | queued | running | failed | blocked | to-run | unknown
     job_id: str | None = None
     slurm_state: str = ""
     reason: str = ""
@@ -244,11 +244,14 @@ class NodeStatus:
         return self.state in ("queued", "running")
 
 
-def node_states(cfg: DictConfig, jobs: list[NodeJob], book: dict[str, Any]) -> list[NodeStatus]:
-    """Each node's state from its done-marker, its recorded job and that job's SLURM state."""
+def node_states(
+    cfg: DictConfig, jobs: list[NodeJob], book: dict[str, Any], ask_slurm: bool = True
+) -> list[NodeStatus]:
+    """Each node's state from its done-marker, its recorded job and that job's SLURM state.
+    Without ask_slurm (SLURM unreachable) a node with a job but no done-marker is 'unknown'."""
     records = {job.name: book["nodes"].get(_key(job)) for job in jobs}
     ids = [r["job_id"] for r in records.values() if r]
-    slurm = query_states(ids) if ids else {}
+    slurm = query_states(ids) if ids and ask_slurm else {}
     folder = _folder(cfg)
     out: dict[str, NodeStatus] = {}
     for job in jobs:  # inputs come first
@@ -259,6 +262,8 @@ def node_states(cfg: DictConfig, jobs: list[NodeJob], book: dict[str, Any]) -> l
         upstream_bad = any(out[i].state in ("failed", "blocked") for i in job.input_dirs)
         if job.done is not None:
             status.state = "done" if record else "cached"
+        elif job_id and not ask_slurm:
+            status.state = "unknown"
         elif state in ACTIVE:
             status.state = "blocked" if reason == NEVER else (
                 "queued" if state == "PENDING" else "running")  # fmt: skip
@@ -305,14 +310,22 @@ def format_status(statuses: list[NodeStatus]) -> str:
 
 
 def summary(statuses: list[NodeStatus]) -> str:
-    order = ("cached", "done", "queued", "running", "failed", "blocked", "to-run")
+    order = ("cached", "done", "queued", "running", "failed", "blocked", "to-run", "unknown")
     counts = {s: sum(x.state == s for x in statuses) for s in order}
     return f"{len(statuses)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
 
 
 def print_status(cfg: DictConfig, jobs: list[NodeJob]) -> int:
-    """`status` for a pipeline run on SLURM; non-zero when a node failed or is blocked."""
-    statuses = node_states(cfg, jobs, read_book(cfg))
+    """`status` for a pipeline run on SLURM; non-zero when a node failed or is blocked, or when
+    SLURM cannot be asked (then what the disk knows is shown: done and cached nodes)."""
+    book = read_book(cfg)
+    try:
+        statuses = node_states(cfg, jobs, book)
+    except ConfigError as err:  # no cluster, SLURM_CONF unset, slurmctld down
+        statuses = node_states(cfg, jobs, book, ask_slurm=False)
+        print(format_status(statuses))
+        print(f"SLURM could not be queried, so the nodes with a job are 'unknown': {err}")
+        return 1
     print(format_status(statuses))
     return 1 if any(s.state in ("failed", "blocked") for s in statuses) else 0
 
