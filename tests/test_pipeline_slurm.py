@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -210,3 +211,30 @@ def test_bad_profile_fails_before_submitting(
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert job_count(slurm_cluster) == before
     assert not (tmp_path / "pipeline").exists()
+
+
+def where_code_is() -> tuple[str, str]:
+    """Run in a job: where the job imported ssmax and its configs from."""
+    import ssmax.config  # ssmax is a namespace package: its modules tell where they came from
+
+    return ssmax.config.__file__, str(ssmax.config.CONF_DIR)
+
+
+def test_snapshot_jobs_import_the_code_as_submitted(slurm_cluster, tmp_path: Path) -> None:
+    import cloudpickle
+
+    from ssmax.pipeline import slurm as slurm_executor
+    from ssmax.pipeline.snapshot import REPO, code_digest
+
+    cfg, _ = plan(smoke(tmp_path, tmp_path / "cache", B_ONLY, "executor.snapshot=true"))
+    setup = slurm_executor._snapshot_setup(cfg)
+    (snap,) = (tmp_path / "pipeline" / "snapshots").iterdir()
+    assert snap.name == code_digest()[:16] and slurm_executor._snapshot_setup(cfg) == setup
+    assert (snap / "data" / "embedded").is_dir()  # linked: the corpus is found beside the code
+    res = slurm_executor.stage_resources(cfg, "report")
+    res["setup"] = setup
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the job need not find `tests`
+    job = slurm_executor._executor(cfg, res, "where", [], "afterok").submit(where_code_is)
+    module, conf = job.result()
+    assert module == str(snap / "src" / "ssmax" / "config.py")
+    assert conf == str(snap / "conf") and not conf.startswith(str(REPO / "conf"))

@@ -389,9 +389,11 @@ def submit(
         if stuck:
             _client("scancel", *[i for i in stuck if i])
         sub.parent_run_id = parent()
+        frozen = _snapshot_setup(cfg)
         ids = dict(adopted)
         for job in todo:  # inputs come first: their ids are known when a dependant is submitted
             res = stage_resources(cfg, job.stage)
+            res["setup"] = [*frozen, *(res["setup"] or [])]
             deps = [ids[i] for i in job.input_dirs if i in ids]
             job.parent_run_id = sub.parent_run_id
             job.threads = int(res["cpus_per_task"])  # torch threads = the CPUs SLURM gave
@@ -414,6 +416,7 @@ def submit(
         # afterany: ends the MLflow run however the nodes end (cancelled ones included).
         res = stage_resources(cfg, "report") | {"gpus_per_node": 0, "nodes": 1,
                                                 "tasks_per_node": 1}  # fmt: skip
+        res["setup"] = [*frozen, *(res["setup"] or [])]
         closing = _executor(cfg, res, "close-run", list(ids.values()), "afterany").submit(
             close_run, OmegaConf.to_yaml(cfg), sub.parent_run_id, jobs, sorted(sub.submitted)
         )
@@ -421,6 +424,16 @@ def submit(
         book["runs"][sub.parent_run_id] = {"closer_job": sub.closer,
                                            "submitted": datetime.now().isoformat()}  # fmt: skip
     return sub
+
+
+def _snapshot_setup(cfg: DictConfig) -> list[str]:
+    """With executor.snapshot, the jobs import a copy of the code as it is now (see
+    ssmax.pipeline.snapshot), not the checkout as it will be when they start."""
+    if not cfg.executor.get("snapshot", False):
+        return []
+    from ssmax.pipeline.snapshot import setup_lines, snapshot
+
+    return setup_lines(snapshot(cfg.paths.output_dir))
 
 
 def _set_num_nodes(job: NodeJob, nodes: int) -> None:
