@@ -135,9 +135,17 @@ def test_status_without_slurm_shows_what_is_on_disk(
     _, jobs = plan(overrides)
     (report,) = [j for j in jobs if j.stage == "report"]
     (Path(report.dir) / "done.json").unlink()
-    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-such-slurm.conf"))
-    assert main(["status", *overrides]) == 1
-    out_text = capsys.readouterr().out
+    for conf, why in [
+        (None, "Could not establish a configuration source"),
+        (tmp_path / "gone.conf", f"SLURM_CONF={tmp_path / 'gone.conf'} does not"),
+    ]:
+        if conf is None:  # no cluster configured at all
+            monkeypatch.delenv("SLURM_CONF")
+        else:  # the cluster's directory is gone
+            monkeypatch.setenv("SLURM_CONF", str(conf))
+        assert main(["status", *overrides]) == 1
+        out_text = capsys.readouterr().out
+        assert why in out_text.splitlines()[-1]
     lines = out_text.splitlines()
     assert lines[-2] == "38 nodes: 37 done, 1 unknown"
     assert lines[-1].startswith("SLURM could not be queried, so the nodes with a job are "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -163,6 +164,10 @@ def _check_partitions(cfg: DictConfig, stages: dict[str, None]) -> None:
 
 
 def _client(*args: str) -> str:
+    conf = os.environ.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():  # the clients would spend a minute finding that out
+        raise ConfigError(f"cannot query SLURM ({args[0]}): SLURM_CONF={conf} does not exist "
+                          "(is the cluster down?)")  # fmt: skip
     try:
         out = subprocess.run(args, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as err:
