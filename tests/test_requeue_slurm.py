@@ -23,10 +23,12 @@ from ssmax.pipeline.slurm import _folder, submit
 
 pytestmark = pytest.mark.slurm
 
-# Long enough that the time-out's signal (30-60 s after the job starts: slurmctld checks time
-# limits every 30 s) always comes while it trains: ~60 s alone on a core here (~33 ms a step),
-# more beside the other jobs.
-STEPS = 1800
+# Long enough that the time-out's signal (~60 s after the job starts: 60 s before the 2-min
+# limit) comes while it trains: ~20 ms a step on a quiet 2-core machine with all four jobs at
+# once (1,800 steps ended before the signal there), so ~60 s of training from ~12 s on. The
+# requeued job then needs only seconds. A larger signal delay does not help: a requeued job
+# gets its signal again ~15 s after it starts, before training, and never gets through.
+STEPS = 3000
 SETTINGS = [
     "preset=smoke", "pipeline.variants=[a_softmax]", f"trainer.pretrain.max_steps={STEPS}",
     "trainer.checkpoint_every_n_steps=100000",  # only the signal's checkpoint to resume from
