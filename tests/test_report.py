@@ -80,6 +80,8 @@ def test_eval_niah_writes_needle_scores(smoke: Smoke) -> None:
     assert lines[0] == "layer,head,score" and len(lines) == 1 + 2 * 2  # 2 layers x 2 heads
     trials = json.loads(Path(needle["trials_json"]).read_text())
     assert [t["score"] in ("full", "first_digit", "wrong") for t in trials] == [True, True]
+    copy = smoke.inputs["eval_niah/b_ssmax/seed0"]["copy"]  # the copy probe on the same model
+    assert copy["gain"] == pytest.approx(copy["first"] - copy["repeat"]) and copy["first"] > 1.0
 
 
 @pytest.mark.parametrize("key", list(FIG_COLUMNS))
@@ -120,7 +122,7 @@ def test_claims_table_lists_every_claim(smoke: Smoke) -> None:
 def test_results_table_keeps_the_numbers(smoke: Smoke) -> None:
     results = smoke.report["results"]
     assert set(results["b_ssmax"]) >= {"pretrain val loss", "loss @1x", "loss @4x", "niah @2x"}
-    assert set(results["b_ssmax"]) >= {"niah mean", "needle top mean"}
+    assert set(results["b_ssmax"]) >= {"niah mean", "needle top mean", "copy gain"}
     text = (smoke.folder / "report.md").read_text()
     assert "| b_ssmax |" in text and "| preset | smoke |" in text and "| seeds | [0] |" in text
 

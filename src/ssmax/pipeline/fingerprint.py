@@ -31,7 +31,7 @@ STAGE_DEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "rope_sft": (("model.rope_theta", "pipeline.rope_factor"), ("stages/rope.py",)),
     "eval_loss": (("seed", "data:lm", "eval.loss"),
                   ("model", "data", "evals", "stages/common.py", "stages/eval_loss.py")),
-    "eval_niah": (("seed", "data", "eval.niah"),
+    "eval_niah": (("seed", "data", "eval.niah", "eval.needle_scores", "eval.copy_probe"),
                   ("model", "data", "evals", "stages/common.py", "stages/eval_niah.py")),
     "report": (("pipeline.seeds", "pipeline.variants"), ("stages/report.py",)),
 }  # fmt: skip

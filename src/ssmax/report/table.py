@@ -37,6 +37,8 @@ def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]
             needle = out.get("needle_scores") or {}
             if needle.get("top_mean") is not None:
                 row["needle top mean"].append(needle["top_mean"])
+            if out.get("copy"):
+                row["copy gain"].append(out["copy"]["gain"])
     return {v: dict(m) for v, m in table.items()}
 
 

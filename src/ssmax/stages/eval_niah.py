@@ -1,7 +1,8 @@
 """Needle in a haystack after SFT with theta x50 (Sec. 3.3, Fig. 6): accuracy per context
 size (mean over depths) and the full (context x depth) grid; every answer in records.jsonl.
 Then the needle scores of Sec. 3.4 on the same model: Fig. 7's map (one fixed needle) in
-needle_score_map.csv and Fig. 8's top score per trial in needle_trials.json."""
+needle_score_map.csv and Fig. 8's top score per trial in needle_trials.json. Last, the copy
+probe (a diagnostic, not in the paper) on the same model."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.evals.copying import copy_gain
 from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import accuracy_grid, run_niah
 from ssmax.model import Transformer
@@ -45,6 +47,13 @@ def run(ctx: StageContext) -> dict[str, Any]:
         out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
         summary = out["needle_scores"]
         metrics |= {f"eval/needle_{k}": summary[k] for k in ("map_max", "top_mean", "full")}
+    if cfg.eval.get("copy_probe") is not None:
+        probe = cfg.eval.copy_probe
+        out["copy"] = copy_gain(
+            model, tokenizer.vocab_size, tokenizer.eos_id, int(probe.span), int(probe.count),
+            seed=cfg.seed,
+        )  # fmt: skip
+        metrics["eval/copy_gain"] = out["copy"]["gain"]
     if ctx.run_id:
         log_metrics(cfg, ctx.run_id, metrics)
     return out
