@@ -13,11 +13,21 @@ from ssmax.model import Transformer
 VOCAB, EOS, SPAN = 64, 0, 8
 
 
-class Copier(torch.nn.Module):
+class Probe(torch.nn.Module):
+    """The interface the per-position loss uses: hidden states, then lm_head (here: identity,
+    so hidden() returns the logits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lm_head = torch.nn.Identity()
+        self.anchor = torch.nn.Parameter(torch.zeros(()))  # where the model lives (CPU)
+
+
+class Copier(Probe):
     """Predicts x[t + 1] = x[t + 1 - SPAN] exactly where that is defined, uniform elsewhere:
     what a perfect induction head does on a span shown twice."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
         logits = torch.zeros(*x.shape, VOCAB)
         t = torch.arange(x.shape[1])
         source = t + 1 - SPAN  # the earlier position holding the next token
@@ -45,8 +55,8 @@ def test_untrained_model_gains_nothing(tmp_path):
 def test_never_samples_eos_and_rejects_bad_sizes():
     seen = []
 
-    class Spy(torch.nn.Module):
-        def forward(self, x):
+    class Spy(Probe):
+        def hidden(self, x):
             seen.append(x)
             return torch.zeros(*x.shape, VOCAB)
 

@@ -10,14 +10,14 @@ the variant's failure or the scale's.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
+from ssmax.evals.per_position_loss import per_position_loss
 from ssmax.model import Transformer
 
 
 @torch.no_grad()
 def copy_gain(
-    model: Transformer | torch.nn.Module,
+    model: Transformer,
     vocab_size: int,
     eos_id: int,
     span: int,
@@ -31,9 +31,7 @@ def copy_gain(
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, vocab_size - 1, (count, span), generator=gen)
     tokens += (tokens >= eos_id).long()  # any id but EOS
-    x = torch.cat([tokens, tokens], dim=1)
-    logits = model(x[:, :-1])
-    loss = F.cross_entropy(logits.transpose(1, 2).float(), x[:, 1:], reduction="none")
-    first = loss[:, : span - 1].mean().item()  # targets x[1 .. span-1]
-    repeat = loss[:, span:].mean().item()  # targets x[span+1 .. 2 span-1]
+    loss = per_position_loss(model, torch.cat([tokens, tokens], dim=1), batch_size=count)
+    first = loss[: span - 1].mean().item()  # targets x[1 .. span-1]
+    repeat = loss[span:].mean().item()  # targets x[span+1 .. 2 span-1]
     return {"first": first, "repeat": repeat, "gain": first - repeat}
