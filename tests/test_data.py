@@ -126,7 +126,9 @@ def test_epoch_sampler_is_seeded_and_reshuffles() -> None:
     a, b = EpochShuffleSampler(50, seed=3), EpochShuffleSampler(50, seed=3)
     first = list(a)
     assert first == list(b) and sorted(first) == list(range(50))
-    assert list(a) != first  # the next epoch has another order
+    second = list(a)  # the next epoch: indices epoch * n + i, in another order
+    assert sorted(second) == list(range(50, 100))
+    assert [k % 50 for k in second] != first
     a.set_epoch(0)
     assert list(a) == first
 

@@ -6,13 +6,14 @@ import hashlib
 import itertools
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from ssmax.data.corpus import embedded_sha, is_streaming, load_documents
+from ssmax.data.facts import FactPlanter, spec_from_cfg
 from ssmax.data.module import TokenizedDataModule
 from ssmax.data.packing import (
     PackedDataset,
@@ -20,6 +21,7 @@ from ssmax.data.packing import (
     chunk_stream,
     encode_stream,
     pack,
+    split_chunk,
     train_sampler,
 )
 from ssmax.data.tokenizer import Tokenizer
@@ -112,6 +114,49 @@ def test_sequences(
     return torch.stack(list(seqs))
 
 
+def fact_transform(
+    data_cfg: DictConfig, tokenizer: Tokenizer, seed: int
+) -> Callable[[torch.Tensor, int], dict[str, torch.Tensor]] | None:
+    """Plants data.facts into a share of the rows (None when off). Row k (the sampler's
+    epoch * n + i) draws from its own seeded stream: fresh facts each pass, the same on every
+    re-run. Adds "answer" [T]: q at the label positions of the q-th asked value, 0 elsewhere."""
+    spec = spec_from_cfg(data_cfg.get("facts"))
+    if spec.fraction == 0:
+        return None
+    planter = FactPlanter(spec, tokenizer)
+    planter.check_fits(int(data_cfg.seq_len) + 1)
+
+    def transform(row: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
+        rng = random.Random(f"facts:{seed}:{k}")
+        answer = torch.zeros(len(row) - 1, dtype=torch.long)
+        if rng.random() < spec.fraction:
+            ids, planted = planter.plant(row.tolist(), rng)
+            row = torch.tensor(ids, dtype=torch.long)
+            asked = [p.answer for p in planted if p.answer is not None]
+            for q, (a, b) in enumerate(asked, 1):
+                answer[a - 1 : b - 1] = q  # token j is the label of position j - 1
+        return split_chunk(row) | {"answer": answer}
+
+    return transform
+
+
+def test_fact_sequences(
+    data_cfg: DictConfig, tokenizer: Tokenizer, length: int, count: int, seed: int = 0
+) -> torch.Tensor:
+    """test_sequences with data.facts planted at the training density (facts_per_row per
+    data.seq_len tokens), spread over the whole length: a question can sit far past its fact,
+    further than anything seen in training. Same prose as test_sequences for the seed."""
+    spec = spec_from_cfg(data_cfg.get("facts"))
+    planter = FactPlanter(spec, tokenizer)
+    n_facts = max(1, round(spec.facts_per_row * length / int(data_cfg.seq_len)))
+    prose = test_sequences(data_cfg, tokenizer, length, count, seed)
+    rows = [
+        planter.plant(row.tolist(), random.Random(f"facts-test:{seed}:{i}"), n_facts)[0]
+        for i, row in enumerate(prose)
+    ]
+    return torch.tensor(rows, dtype=torch.long)
+
+
 class LMDataModule(TokenizedDataModule):
     """Packed next-token batches {"input_ids", "labels"}: LongTensor [B, T], T = data.seq_len."""
 
@@ -137,6 +182,11 @@ class LMDataModule(TokenizedDataModule):
         if split not in self._sets:
             cfg, seq_len = self.data_cfg, int(self.data_cfg.seq_len)
             if is_streaming(cfg):
+                if spec_from_cfg(cfg.get("facts")).fraction > 0:
+                    raise ValueError(
+                        "data.facts.fraction > 0 plants facts on the embedded corpus only; "
+                        "set it to 0 with data.source=slimpajama"
+                    )
                 train = split == "train"
                 limit = None if train else cfg.get("max_eval_sequences")
                 texts = _stream_texts(cfg, split, self.seed, shuffle=train)
@@ -144,7 +194,9 @@ class LMDataModule(TokenizedDataModule):
             else:
                 rows = packed_rows(cfg, self.tokenizer, split)
                 limit = None if split == "train" else cfg.get("max_eval_sequences")
-                self._sets[split] = PackedDataset(rows[:limit] if limit else rows)
+                # validation plants too (its own seed): val loss is on the training language
+                plant = fact_transform(cfg, self.tokenizer, self.seed if split == "train" else -1)
+                self._sets[split] = PackedDataset(rows[:limit] if limit else rows, plant)
         return self._sets[split]
 
     def setup(self, stage: str | None = None) -> None:
@@ -178,5 +230,5 @@ class LMDataModule(TokenizedDataModule):
 
 
 # "test_" here means the held-out split: keep pytest from collecting these when imported.
-for _fn in (test_texts, test_token_stream, test_sequences):
+for _fn in (test_texts, test_token_stream, test_sequences, test_fact_sequences):
     _fn.__test__ = False  # type: ignore[attr-defined]

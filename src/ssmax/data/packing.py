@@ -29,22 +29,31 @@ def split_chunk(chunk: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 class PackedDataset(Dataset):
-    """Map-style view over packed rows [N, T+1]."""
+    """Map-style view over packed rows [N, T+1]. An index k >= N (the training sampler's
+    epoch * N + i) reads row k % N; ``transform(row, k)`` (e.g. planted facts) sees k, so a
+    row can differ from epoch to epoch and still be the same on every re-run."""
 
-    def __init__(self, rows: torch.Tensor) -> None:
-        self.rows = rows
+    def __init__(
+        self,
+        rows: torch.Tensor,
+        transform: Callable[[torch.Tensor, int], dict[str, torch.Tensor]] | None = None,
+    ) -> None:
+        self.rows, self.transform = rows, transform
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return split_chunk(self.rows[i])
+    def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
+        row = self.rows[k % len(self.rows)]
+        return split_chunk(row) if self.transform is None else self.transform(row, k)
 
 
 class EpochShuffleSampler(Sampler[int]):
     """A permutation that depends only on (seed, epoch): reproducible and resumable.
 
-    Lightning calls set_epoch at each epoch start; without it the epoch counts up per pass.
+    Yields epoch * n + i for row i (datasets read row k % n), so a dataset can tell the passes
+    apart. Lightning calls set_epoch at each epoch start; without it the epoch counts up per
+    pass.
     """
 
     def __init__(self, n: int, seed: int, skip: int = 0) -> None:
@@ -60,7 +69,7 @@ class EpochShuffleSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = torch.randperm(self.n, generator=gen).tolist()[self.skip :]
+        order = (torch.randperm(self.n, generator=gen) + self.epoch * self.n).tolist()[self.skip :]
         self.skip = 0
         if not self._explicit:
             self.epoch += 1

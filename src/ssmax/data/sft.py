@@ -112,8 +112,8 @@ class SFTDataset(Dataset):
     def __len__(self) -> int:
         return len(self.encoded)
 
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        ids, n_prompt = self.encoded[i]
+    def __getitem__(self, k: int) -> dict[str, torch.Tensor]:
+        ids, n_prompt = self.encoded[k % len(self.encoded)]  # k: the sampler's epoch * n + i
         return to_example(ids, n_prompt, self.seq_len, self.eos_id)
 
 

@@ -26,6 +26,22 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor, objective: str) -> torch
     return flat / (labels != IGNORE).sum().clamp(min=1)
 
 
+def fact_recall(
+    logits: torch.Tensor, labels: torch.Tensor, answer: torch.Tensor
+) -> tuple[int, int]:
+    """(values predicted whole, values asked): answer [B, T] numbers the label positions of
+    each asked value 1, 2, ... (0 elsewhere); a value counts when every one of its tokens is
+    the argmax, i.e. greedy decoding after the question would write it out."""
+    right = logits.argmax(-1) == labels
+    hits = asked = 0
+    for q in range(1, int(answer.max()) + 1 if answer.numel() else 1):
+        mask = answer == q
+        has = mask.any(1)
+        asked += int(has.sum())
+        hits += int(((right | ~mask).all(1) & has).sum())
+    return hits, asked
+
+
 def lr_factor(step: int, warmup: int, total: int, schedule: str, min_ratio: float) -> float:
     """Linear warmup to 1, then constant (App. B) or cosine to min_ratio (App. C)."""
     if step < warmup:
@@ -117,8 +133,13 @@ class LitLM(L.LightningModule):
         return stats
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        loss = lm_loss(self.model(batch["input_ids"]), batch["labels"], self.objective)
+        logits = self.model(batch["input_ids"])
+        loss = lm_loss(logits, batch["labels"], self.objective)
         self.log("val/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
+        if "answer" in batch:  # planted facts (data.facts): is each asked value read back?
+            hits, asked = fact_recall(logits, batch["labels"], batch["answer"])
+            if asked:
+                self.log("val/fact_recall", hits / asked, prog_bar=True, batch_size=asked)
 
     def configure_optimizers(self) -> dict[str, Any]:
         o = self.optim
