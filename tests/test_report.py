@@ -17,8 +17,9 @@ from ssmax.pipeline.__main__ import main as pipeline_main
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
 from ssmax.report.build import build_report, settings_from_cfg
-from ssmax.report.claims import claims
+from ssmax.report.claims import VERDICTS, claims
 from ssmax.report.gather import Results
+from ssmax.report.render import RULE
 from ssmax.tracking import tracking_uri
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -101,22 +102,27 @@ def test_every_figure_is_a_png_with_its_numbers(smoke: Smoke, key: str) -> None:
 def test_fig5_has_one_series_per_variant_over_every_position(smoke: Smoke) -> None:
     header, *rows = (smoke.folder / "fig5.csv").read_text().splitlines()
     assert len(rows) == 4 * 64  # eval.loss.max_multiple x the training length
-    assert header.split(",")[1:7] == EVALUATED
+    columns = header.split(",")
+    assert [c for c in columns if c in EVALUATED] == EVALUATED  # prose, smoothed
+    assert [
+        c for c in columns if c.removeprefix("facts_") in EVALUATED and c.startswith("facts_")
+    ] == [f"facts_{v}" for v in EVALUATED]  # the smoke run plants facts
 
 
 def test_claims_table_lists_every_claim(smoke: Smoke) -> None:
     expected = [c.key for c in claims(Results.from_inputs({}, settings_from_cfg(_cfg(smoke))))]
-    assert len(expected) == 11
     listed = json.loads((smoke.folder / "claims.json").read_text())
     assert [c["key"] for c in listed] == expected
     assert sorted(smoke.report["claims"]) == sorted(expected)  # done.json sorts keys
     md, page = (smoke.folder / name for name in ("report.md", "report.html"))
+    assert RULE in md.read_text() and html.escape(RULE) in page.read_text()
     for claim in listed:
-        assert claim["holds"] in ("yes", "no", "n/a")
+        assert claim["verdict"] in VERDICTS and claim["checks"]
         assert f"| {claim['text']} |" in md.read_text()
         assert html.escape(claim["text"]) in page.read_text()
-    # the smoke run has every variant: every claim gets a verdict
-    assert all(c["holds"] != "n/a" for c in listed if c["key"] != "pn_log_law")
+    # every variant, one seed: every claim is judged, and with one seed nothing can hold
+    judged = [c["verdict"] for c in listed if c["key"] != "pn_log_law"]
+    assert set(judged) == {"inconclusive"}
 
 
 def test_results_table_keeps_the_numbers(smoke: Smoke) -> None:
@@ -125,6 +131,9 @@ def test_results_table_keeps_the_numbers(smoke: Smoke) -> None:
     assert set(results["b_ssmax"]) >= {"niah mean", "needle top mean", "copy gain"}
     text = (smoke.folder / "report.md").read_text()
     assert "| b_ssmax |" in text and "| preset | smoke |" in text and "| seeds | [0] |" in text
+    assert "planted facts in 50% of the rows" in text  # what the models were trained on
+    assert text.count("- **Paper:**") == 8 and "- **This run:** Highest needle score" in text
+    assert '"The special magic Tokyo number is: 8106422."' in text  # Fig. 7, from the config
 
 
 class _Sources(HTMLParser):

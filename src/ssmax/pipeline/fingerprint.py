@@ -23,7 +23,7 @@ STAGE_DEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                   "pipeline.switch_fraction", "pipeline.pn_fraction"),
                  (*_TRAIN_CODE, "stages/pretrain.py")),
     "switch": (("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
-                "pipeline.switch_fraction"),
+                "pipeline.switch_fraction", "pipeline.switch_warmup_fraction"),
                (*_TRAIN_CODE, "stages/switch.py")),
     "sft": (("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
             (*_TRAIN_CODE, "stages/sft.py")),

@@ -28,10 +28,37 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         "pretraining steps": str(cfg.trainer.pretrain.max_steps),
         "RoPE theta at eval": f"{cfg.model.rope_theta:g} x {cfg.pipeline.rope_factor}",
     }
+    details |= trained_on(cfg.data)
     for name, block in cfg.get("eval", {}).items():
         details[f"eval.{name}"] = json.dumps(OmegaConf.to_container(block, resolve=True))
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
                     details)  # fmt: skip
+
+
+def trained_on(data: DictConfig) -> dict[str, str]:
+    """The data the models saw, in words: pretraining (with planted facts) and SFT."""
+    from ssmax.data.facts import spec_from_cfg
+
+    if data.source == "embedded":
+        pre = f"embedded corpus (Jane Austen's six novels), byte-level BPE of {data.vocab_size}"
+    else:
+        pre = f"SlimPajama ({data.hf_slimpajama}), {data.tokenizer} tokenizer"
+    spec = spec_from_cfg(data.get("facts"))
+    if spec.fraction > 0:
+        fact, question = spec.templates[0]
+        pre += (
+            f"; planted facts in {spec.fraction:.0%} of the rows: {spec.facts_per_row} fact(s) "
+            f"and {spec.questions_per_row} question(s) with answer per row, "
+            f'{len(spec.templates)} templates (e.g. "{fact}" ... "{question} {{value}}"), '
+            f"{len(spec.keys)} keys, values of {spec.digits[0]}-{spec.digits[1]} digits; the "
+            "eval needle's words never appear in them"
+        )
+    sft = (
+        "SQuAD 2.0, non-empty context/question/answer"
+        if data.sft_source == "squad_v2"
+        else f"generated SQuAD-2.0-format set ({data.sft_num_examples} items from the corpus)"
+    )
+    return {"pretraining data": pre, "SFT data": sft}
 
 
 def build_report(
@@ -53,6 +80,6 @@ def build_report(
         "report_md": str(md),
         "report_html": str(page),
         "results": table,
-        "claims": {c.key: c.holds for c in checked},
+        "claims": {c.key: c.verdict for c in checked},
         "figures": {f.key: str(f.png) if f.png else f"n/a: {f.missing}" for f in figures},
     }

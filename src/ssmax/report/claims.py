@@ -1,16 +1,26 @@
-"""The paper's claims, each checked against the gathered results.
+"""The paper's claims, each decided on per-seed values paired by seed.
 
-A claim names the variants it compares; it holds when the means over seeds order as the paper
-says (strictly: ties do not hold). Missing variants or numbers give "n/a". Thresholds are the
-paper's wording, fixed here before any run; never tune them towards a verdict.
+The rule, fixed before any run (never tune it, or the claims, towards a verdict):
+
+- A claim is a list of orderings "x below y on metric m" (lower loss; or, where the paper
+  says y is above x, a lower accuracy or needle score for x).
+- One ordering: d_s = m(y, s) - m(x, s) for every seed s that both variants have (the same
+  seed is the same data order: the values are paired). Positive d supports the paper.
+- Fewer than 2 seeds: inconclusive (nothing to judge the spread by). Otherwise the 95%
+  Student-t interval of the mean difference, mean ± t(0.975, n-1) sd / sqrt(n):
+  entirely above 0 -> holds; entirely below 0 -> contradicted; containing 0 -> inconclusive.
+- A claim holds when every ordering holds, is contradicted when any ordering is, and is
+  inconclusive otherwise; n/a when a variant or a value is missing.
+- One-sample claims (the p_n log law) use the same interval on the per-seed values against
+  the threshold.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,109 +32,232 @@ SHORT = {
 }  # fmt: skip
 VAR = {v: k for k, v in SHORT.items()}
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
+VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
+# t(0.975, df) for df = 1..30; past 30 the normal 1.96 is within 4%.
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
+
+
+def t975(df: int) -> float:
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
+@dataclass
+class Interval:
+    """Mean of n values and its 95% t-interval [lo, hi] (nan bounds when n < 2)."""
+
+    n: int
+    mean: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Interval:
+        n = len(values)
+        if n == 0:
+            return cls(0, math.nan, math.nan, math.nan)
+        mean = statistics.fmean(values)
+        if n < 2:
+            return cls(n, mean, math.nan, math.nan)
+        half = t975(n - 1) * statistics.stdev(values) / math.sqrt(n)
+        return cls(n, mean, mean - half, mean + half)
+
+    def verdict(self, threshold: float = 0.0) -> str:
+        """holds / contradicted / inconclusive for "the mean is above threshold"."""
+        if self.n < 2:
+            return "inconclusive" if self.n else "n/a"
+        if self.lo > threshold:
+            return "holds"
+        if self.hi < threshold:
+            return "contradicted"
+        return "inconclusive"
+
+    def __str__(self) -> str:
+        if self.n == 0:
+            return "-"
+        if self.n < 2:
+            return f"{self.mean:+.4g} (1 seed)"
+        return f"{self.mean:+.4g} [{self.lo:+.3g}, {self.hi:+.3g}] (n={self.n})"
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """The paper says: metric of variant ``low`` is below that of variant ``high``."""
+
+    metric: str
+    low: str  # variant letter
+    high: str
+
+    def label(self) -> str:
+        return f"{self.low} < {self.high} on {self.metric}"
+
+
+@dataclass
+class Checked:
+    ordering: str
+    difference: str  # high - low: mean [95% interval] (n)
+    verdict: str
 
 
 @dataclass
 class Claim:
     key: str
     text: str  # what the paper says, and where
-    value: str  # our numbers: mean ± std over seeds
-    holds: str  # yes / no / n/a
+    value: str  # our numbers per variant: mean ± std over seeds
+    verdict: str  # holds / contradicted / inconclusive / n/a
+    checks: list[Checked] = field(default_factory=list)
 
 
-def _stat(values: list[float]) -> str:
+def niah_mean(outputs: dict, beyond: float | None) -> float | None:
+    """Mean full-number accuracy over the grid's rows at multiples > beyond (None: all)."""
+    grid, multiples = outputs.get("accuracy_grid"), outputs.get("context_multiples")
+    if not grid or not multiples:
+        return None
+    rows = [r for m, r in zip(multiples, grid, strict=True) if beyond is None or m > beyond]
+    return float(np.mean(rows)) if rows else None
+
+
+def values_of(results: Results, metric: str, variant: str) -> dict[int, float]:
+    """seed -> value of one metric for one variant. Metrics: pretrain_loss, loss@<k>,
+    theta_penalty (loss at 1x with theta x50 minus with the training theta), niah (mean
+    accuracy past the training length), niah@<k>, needle_top."""
+    if metric == "pretrain_loss":
+        runs, get = results.get("pretrain", variant), lambda o: o.get("val_loss")
+    elif metric.startswith("loss@"):
+        k = metric.removeprefix("loss@")
+        runs, get = results.get("eval_loss", variant), lambda o: o.get("loss_at", {}).get(k)
+    elif metric == "theta_penalty":
+        runs = results.get("eval_loss", variant)
+
+        def get(o: dict) -> float | None:
+            base, at = o.get("base_theta_loss_at_1x"), o.get("loss_at", {}).get("1")
+            return None if base is None or at is None else at - base
+    elif metric == "niah":
+        runs, get = results.get("eval_niah", variant), lambda o: niah_mean(o, beyond=1)
+    elif metric.startswith("niah@"):
+        k = metric.removeprefix("niah@")
+        runs, get = results.get("eval_niah", variant), lambda o: o.get("accuracy", {}).get(k)
+    elif metric == "needle_top":
+        runs = results.get("eval_niah", variant)
+        get = lambda o: (o.get("needle_scores") or {}).get("top_mean")  # noqa: E731
+    else:
+        raise ValueError(f"unknown claim metric {metric!r}")
+    out = {}
+    for seed, outputs in runs.items():
+        v = get(outputs)
+        if v is not None and not math.isnan(float(v)):
+            out[seed] = float(v)
+    return out
+
+
+def _spread(values: Sequence[float]) -> str:
     if not values:
         return "-"
     mean = statistics.fmean(values)
-    return f"{mean:.5g}" if len(values) == 1 else f"{mean:.5g} ± {statistics.stdev(values):.2g}"
+    return f"{mean:.4g}" if len(values) == 1 else f"{mean:.4g} ± {statistics.stdev(values):.2g}"
 
 
-def values_of(results: Results, metric: str, variant: str) -> list[float]:
-    """One value per seed: pretrain_loss, niah, needle_top, or loss@<k>."""
-    out = []
-    if metric == "pretrain_loss":
-        out = [o.get("val_loss") for o in results.get("pretrain", variant).values()]
-    elif metric.startswith("loss@"):
-        key = metric.removeprefix("loss@")
-        out = [o.get("loss_at", {}).get(key) for o in results.get("eval_loss", variant).values()]
-    elif metric == "niah":
-        grids = [o.get("accuracy_grid") for o in results.get("eval_niah", variant).values()]
-        out = [float(np.mean(g)) for g in grids if g]
-    elif metric == "needle_top":
-        runs = results.get("eval_niah", variant).values()
-        out = [(o.get("needle_scores") or {}).get("top_mean") for o in runs]
-    return [float(v) for v in out if v is not None and not math.isnan(float(v))]
+def decide(verdicts: Sequence[str]) -> str:
+    """A claim's verdict from its orderings' (see the module docstring)."""
+    if not verdicts or "n/a" in verdicts:
+        return "n/a"
+    if "contradicted" in verdicts:
+        return "contradicted"
+    return "holds" if all(v == "holds" for v in verdicts) else "inconclusive"
 
 
-def _compare(
-    results: Results, key: str, text: str, metrics: list[str], letters: str,
-    order: Callable[[dict[str, float]], bool],
-) -> Claim:  # fmt: skip
-    """Means per (metric, variant letter); holds = order(means keyed "<letter>" or
-    "<letter>@<metric>")."""
-    means, shown, missing = {}, [], []
+def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) -> Claim:
+    """Decide one claim from its orderings by the rule above."""
+    cache: dict[tuple[str, str], dict[int, float]] = {}
+
+    def vals(metric: str, letter: str) -> dict[int, float]:
+        if (metric, letter) not in cache:
+            cache[metric, letter] = values_of(results, metric, VAR[letter])
+        return cache[metric, letter]
+
+    checks, missing = [], []
+    for o in orderings:
+        low, high = vals(o.metric, o.low), vals(o.metric, o.high)
+        seeds = sorted(set(low) & set(high))
+        interval = Interval.of([high[s] - low[s] for s in seeds])
+        verdict = interval.verdict()
+        checks.append(Checked(o.label(), str(interval), verdict))
+        missing += [f"{x}@{o.metric}" for x, v in ((o.low, low), (o.high, high)) if not v]
+    shown, metrics = [], list(dict.fromkeys(o.metric for o in orderings))
     for metric in metrics:
-        for letter in letters:
-            values = values_of(results, metric, VAR[letter])
-            name = letter if len(metrics) == 1 else f"{letter}@{metric.removeprefix('loss@')}x"
-            if not values:
-                missing.append(name)
-                continue
-            means[name] = statistics.fmean(values)
-            shown.append(f"({name}) {_stat(values)}")
-    value = "; ".join(shown) or "-"
-    if missing or not means:
-        return Claim(key, text, value + f" [missing: {', '.join(missing)}]", "n/a")
-    return Claim(key, text, value, "yes" if order(means) else "no")
+        letters = sorted({x for o in orderings if o.metric == metric for x in (o.low, o.high)})
+        per = "; ".join(f"({x}) {_spread(list(vals(metric, x).values()))}" for x in letters)
+        shown.append(per if len(metrics) == 1 else f"{metric}: {per}")
+    value = " | ".join(shown) or "-"
+    if missing:
+        value += f" [missing: {', '.join(dict.fromkeys(missing))}]"
+    return Claim(key, text, value, decide([c.verdict for c in checks]), checks)
 
 
-def _long_multiples(results: Results) -> list[str]:
-    """loss@k for the evaluated multiples k > 1 (past the training length)."""
+def below(metric: str, low: str, *highs: str) -> list[Ordering]:
+    return [Ordering(metric, low, h) for h in highs]
+
+
+def above(metric: str, high: str, *lows: str) -> list[Ordering]:
+    return [Ordering(metric, lo, high) for lo in lows]
+
+
+def long_multiples(results: Results) -> list[str]:
+    """The evaluated loss multiples past the training length, in numeric order."""
     ks = {k for runs in results.nodes.get("eval_loss", {}).values() for o in runs.values()
           for k in o.get("loss_at", {})}  # fmt: skip
-    return [f"loss@{k}" for k in sorted(ks, key=float) if float(k) > 1]
-
-
-def _at_every(means: dict[str, float], test: Callable[[Callable[[str], float]], bool]) -> bool:
-    suffixes = {name.partition("@")[2] for name in means}
-    return all(test(lambda letter, s=s: means[f"{letter}@{s}"]) for s in suffixes)
+    return [k for k in sorted(ks, key=float) if float(k) > 1]
 
 
 def claims(results: Results) -> list[Claim]:
-    r, long = results, _long_multiples(results)
-    pre, niah, needle = ["pretrain_loss"], ["niah"], ["needle_top"]
-    out = [
-        _compare(r, "pretrain_lower", "Sec. 3.1, Fig. 4: (b), (c), (d) reach a lower final "
-                 "pretraining loss (here: validation loss) than (a)", pre, "abcd",
-                 lambda m: max(m["b"], m["c"], m["d"]) < m["a"]),
-        _compare(r, "pretrain_bias_lowest", "Sec. 3.1: (d), with the bias, has the lowest "
-                 "pretraining loss of (a)-(d)", pre, "abcd",
-                 lambda m: m["d"] < min(m["a"], m["b"], m["c"])),
-        _compare(r, "long_loss_bc", "Sec. 3.2, Fig. 5: past the training length (theta x50) "
-                 "(b) and (c) keep a lower loss than (a), at every evaluated multiple", long,
-                 "abc", lambda m: _at_every(m, lambda v: max(v("b"), v("c")) < v("a"))),
-        _compare(r, "long_loss_d_between", "Sec. 3.2: past the training length (d) lies "
-                 "between (a) and (b)", long, "abd",
-                 lambda m: _at_every(m, lambda v: v("b") < v("d") < v("a"))),
-        _compare(r, "niah_b_best", "Sec. 3.3, Fig. 6: (b) retrieves best (mean NIAH accuracy "
-                 "over the context x depth grid) of (a)-(f)", niah, "abcdef",
-                 lambda m: all(m["b"] > v for k, v in m.items() if k != "b")),
-        _compare(r, "niah_cd_below_b", "Sec. 3.3: (c) and (d) retrieve worse than (b)", niah,
-                 "bcd", lambda m: max(m["c"], m["d"]) < m["b"]),
-        _compare(r, "niah_ef_between", "Sec. 3.3: (e) and (f) retrieve better than (a) but "
-                 "worse than (b)", niah, "abef",
-                 lambda m: m["a"] < min(m["e"], m["f"]) and max(m["e"], m["f"]) < m["b"]),
-        _compare(r, "niah_f_above_e", "Sec. 3.3: (f) retrieves better than (e)", niah, "ef",
-                 lambda m: m["f"] > m["e"]),
-        _compare(r, "needle_b_above_a", "Sec. 3.4, Fig. 8: SSMax concentrates attention on "
-                 "the needle: mean top needle score of (b) above (a)", needle, "ab",
-                 lambda m: m["b"] > m["a"]),
-        _compare(r, "needle_b_highest", "Sec. 3.4, Fig. 8: (b) has the highest mean top "
-                 "needle score of (a)-(f)", needle, "abcdef",
-                 lambda m: all(m["b"] > v for k, v in m.items() if k != "b")),
-        pn_log_law(r),
+    """Every ordering the paper states, in the paper's order."""
+    long = [f"loss@{k}" for k in long_multiples(results)]
+    pre, niah, top = "pretrain_loss", "niah", "needle_top"
+    specs = [
+        ("pretrain_lower", "Sec. 3.1, Fig. 4: (b), (c), (d) reach a lower pretraining loss "
+         "(here: final validation loss) than (a)", below(pre, "b", "a") + below(pre, "c", "a")
+         + below(pre, "d", "a")),
+        ("pretrain_bias_lowest", "Sec. 3.1: (d), with the bias, has the lowest pretraining "
+         "loss of (a)-(d)", below(pre, "d", "a", "b", "c")),
+        ("long_loss_bc", "Sec. 3.2, Fig. 5: past the training length (theta x50), (b) and (c) "
+         "keep a lower loss than (a), at every evaluated multiple",
+         [o for m in long for o in below(m, "b", "a") + below(m, "c", "a")]),
+        ("long_loss_d_between", "Sec. 3.2: past the training length, (d) lies between (b) "
+         "and (a)", [o for m in long for o in below(m, "b", "d") + below(m, "d", "a")]),
+        ("theta_robust", "Sec. 3.2: (a) is not robust to theta x50 even at the training "
+         "length; (b) and (c) are more robust (smaller rise of the loss at 1x from theta "
+         "x50)", below("theta_penalty", "b", "a") + below("theta_penalty", "c", "a")),
+        ("short_loss_e", "Sec. 3.2: (e), swapped after pretraining, has a higher loss than (a) "
+         "at short context (1x, theta x50)", below("loss@1", "a", "e")),
+        ("long_loss_f", "Sec. 3.2: (f), switched during pretraining, comes close to (b) but "
+         "not all the way: (b) < (f) < (a) past the training length",
+         [o for m in long for o in below(m, "b", "f") + below(m, "f", "a")]),
+        ("niah_b_above_a", "Sec. 3.3, Fig. 6: (b) retrieves better than (a) past the training "
+         "length (mean NIAH accuracy over contexts > 1x and depths)", above(niah, "b", "a")),
+        ("niah_c_below_b", "Sec. 3.3: (c), without s, retrieves worse than (b)",
+         below(niah, "c", "b")),
+        ("niah_d_between", "Sec. 3.3: (d), with the bias, retrieves better than (a) but worse "
+         "than (b)", above(niah, "d", "a") + below(niah, "d", "b")),
+        ("niah_ef_between", "Sec. 3.3: (e) and (f) retrieve better than (a) but worse than (b)",
+         above(niah, "e", "a") + above(niah, "f", "a") + below(niah, "e", "b")
+         + below(niah, "f", "b")),
+        ("niah_f_above_e", "Sec. 3.3: (f) retrieves better than (e)", above(niah, "f", "e")),
+        ("needle_b_above_a", "Sec. 3.4, Fig. 8: mean top needle score of (b) above (a)",
+         above(top, "b", "a")),
+        ("needle_b_highest", "Sec. 3.4, Fig. 8: (b) has the highest mean top needle score of "
+         "(a)-(f)", above(top, "b", "a", "c", "d", "e", "f")),
+        ("needle_c_below_b", "Sec. 3.4: (c) has lower top needle scores than (b)",
+         below(top, "c", "b")),
+        ("needle_d_between", "Sec. 3.4: (d) scores above (a) but below (b)",
+         above(top, "d", "a") + below(top, "d", "b")),
+        ("needle_ef_between", "Sec. 3.4: (e) and (f) score above (a) and below (b)",
+         above(top, "e", "a") + above(top, "f", "a") + below(top, "e", "b")
+         + below(top, "f", "b")),
+        ("needle_f_above_e", "Sec. 3.4: (f) scores above (e)", above(top, "f", "e")),
     ]  # fmt: skip
-    return out
+    out = [check(results, key, text, orderings) for key, text, orderings in specs]
+    return [*out, pn_log_law(results)]
 
 
 def pn_log_law(results: Results) -> Claim:
@@ -136,7 +269,9 @@ def pn_log_law(results: Results) -> Claim:
     if not r2:
         why = "no p_n" if not fits else "p_n constant: R² undefined"
         return Claim("pn_log_law", text, f"- [{why}]", "n/a")
-    a1 = _stat([f.a1 for _, f in fits.values()])
-    a2 = _stat([f.a2 for _, f in fits.values()])
-    value = f"R² {_stat(r2)}; a1 {a1}, a2 {a2}"
-    return Claim("pn_log_law", text, value, "yes" if statistics.fmean(r2) >= R2_LOG_LAW else "no")
+    a1 = _spread([f.a1 for _, f in fits.values()])
+    a2 = _spread([f.a2 for _, f in fits.values()])
+    interval = Interval.of(r2)
+    verdict = interval.verdict(R2_LOG_LAW)
+    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict)
+    return Claim("pn_log_law", text, f"R² {_spread(r2)}; a1 {a1}, a2 {a2}", verdict, [check_])

@@ -15,6 +15,7 @@ import numpy as np
 from ssmax.pipeline.dag import RATIONALE
 from ssmax.report.formulas import LogFit, fig1_max_output, fig3_transformed, fit_log
 from ssmax.report.gather import Results, learned_p_n
+from ssmax.report.paper import PAPER
 from ssmax.report.plotting import FigureFile, new_figure, save
 
 FIG1_S = 0.43
@@ -70,7 +71,8 @@ def fig2(results: Results, folder: Path) -> FigureFile:
         f"a1 = {fit.a1:.4f}, a2 = {fit.a2:.4f}, R² = {fit.r2:.3f}. Paper: "
         f"{PAPER_FIT[0]} log n + {PAPER_FIT[1]} after 25k iterations at N = 1024."
     )
-    return FigureFile("fig2", title, caption, png, csv)
+    measured = f"{fit.a1:.4f} log n + {fit.a2:.4f}, R² {fit.r2:.3f} at N = {p.size} (seed {seed})."
+    return FigureFile("fig2", title, caption, png, csv, measured=measured)
 
 
 def fig3(results: Results, folder: Path) -> FigureFile:
@@ -109,7 +111,9 @@ def make_figures(results: Results, folder: Path) -> list[FigureFile]:
     for make in all_figures():
         key = make.__name__
         try:
-            out.append(make(results, folder))
+            figure = make(results, folder)
         except Exception as err:  # noqa: BLE001 - a broken figure must not sink the report
-            out.append(FigureFile(key, key, missing=f"{type(err).__name__}: {err}"))
+            figure = FigureFile(key, key, missing=f"{type(err).__name__}: {err}")
+        figure.paper = PAPER.get(key, "")
+        out.append(figure)
     return out

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
+from ssmax.evals.haystack import NEEDLE
 from ssmax.report.figures_runs import EVAL_VARIANTS
 from ssmax.report.gather import Results, read_needle_map, read_needle_trials
 from ssmax.report.plotting import FigureFile, label, new_figure, save, variant_axes
@@ -21,14 +22,14 @@ MARKERS = {  # Fig. 8's outcome markers
 
 def fig7(results: Results, folder: Path) -> FigureFile:
     title = "Fig. 7: needle score per layer/head, sorted (top 25)"
-    maps, seeds, context = {}, set(), None
+    maps, seeds, needle = {}, set(), {}
     for variant in EVAL_VARIANTS:
         first = results.first("eval_niah", variant)
         rows = read_needle_map(first[1]) if first else None
         if rows:
             maps[variant] = sorted(rows, key=lambda r: -r[2])[:TOP_HEADS]
             seeds.add(first[0])
-            context = first[1]["needle_scores"].get("context", context)
+            needle = first[1]["needle_scores"]
     if not maps:
         return FigureFile("fig7", title, missing="no needle score maps (eval_niah)")
     fig, axes = new_figure(len(maps), width=4.2, height=3.0)
@@ -42,12 +43,18 @@ def fig7(results: Results, folder: Path) -> FigureFile:
     columns = ["rank", *(c for v in maps for c in (v, f"{v}_head"))]
     rows = ([k + 1, *(c for r in maps.values() for c in _head_cells(r, k))] for k in range(length))
     png, csv = save(fig, folder, "fig7", columns, rows)
+    sentence = NEEDLE.format(city=needle.get("city", "?"), number=needle.get("number", "?"))
+    depth = needle.get("depth")
     caption = (
         f"Attention of the first answer token on the needle's number, every layer (L) and head "
-        f'(H), highest first; context {context} tokens, depth 50%, "The special magic Tokyo '
-        f'number is: 8106422.", theta x50, after SFT; seed {_seeds(seeds)}.'
+        f"(H), highest first; context {needle.get('context')} tokens, depth "
+        f'{"?" if depth is None else f"{depth:.0%}"}, "{sentence}", theta x50, after SFT; '
+        f"seed {_seeds(seeds)}."
     )
-    return FigureFile("fig7", title, caption, png, csv)
+    measured = "Highest needle score: " + ", ".join(
+        f"{label(v)} {rows[0][2]:.3f}" for v, rows in maps.items()
+    )
+    return FigureFile("fig7", title, caption, png, csv, measured=measured + ".")
 
 
 def _head_cells(rows: list[tuple[int, int, float]], k: int) -> tuple:
@@ -97,7 +104,11 @@ def fig8(results: Results, folder: Path) -> FigureFile:
         f"theta x50, after SFT; markers: full number / first digit only / wrong; "
         f"seed {_seeds(seeds)}."
     )
-    return FigureFile("fig8", title, caption, png, csv)
+    measured = "Mean top needle score (full answers): " + ", ".join(
+        f"{label(v)} {np.mean([t['top_score'] for t in rows]):.3f} ({_full_share(rows)})"
+        for v, rows in trials.items()
+    )
+    return FigureFile("fig8", title, caption, png, csv, measured=measured + ".")
 
 
 def _full_share(rows: list[dict]) -> str:

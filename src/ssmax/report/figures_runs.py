@@ -61,46 +61,85 @@ def fig4(results: Results, folder: Path) -> FigureFile:
         f"MLflow train/loss of each pretraining run, {_seeds_note([c[2] for c in curves.values()])}"
         f", centred moving average over {window} logged points."
     )
-    return FigureFile("fig4", title, caption, png, csv)
+    final = {v: list(d.values())[-1] for v, d in smoothed.items()}
+    measured = "Final smoothed train loss: " + ", ".join(
+        f"{label(v)} {x:.4f}" for v, x in final.items()
+    )
+    return FigureFile("fig4", title, caption, png, csv, measured=measured + ".")
 
 
-def fig5(results: Results, folder: Path) -> FigureFile:
-    title = "Fig. 5: per-position test loss, RoPE theta x50, (a)-(f)"
-    n_train, curves, seeds = results.settings.train_len, {}, []
+FIG5_SERIES = {"csv": "prose", "facts_csv": "planted facts"}  # eval_loss output -> panel
+
+
+def loss_curves(results: Results, key: str) -> tuple[dict[str, np.ndarray], list[list[int]]]:
+    """variant -> per-position loss (mean over seeds) from eval_loss's CSV under ``key``."""
+    curves, seeds = {}, []
     for variant in EVAL_VARIANTS:
-        runs = {
-            s: read_loss_csv(o.get("csv")) for s, o in results.get("eval_loss", variant).items()
-        }
+        runs = {s: read_loss_csv(o.get(key)) for s, o in results.get("eval_loss", variant).items()}
         runs = {s: v for s, v in runs.items() if v is not None}
         if runs:
             size = min(v.size for v in runs.values())
             curves[variant] = np.mean([v[:size] for v in runs.values()], axis=0)
             seeds.append(sorted(runs))
-    if not curves:
+    return curves, seeds
+
+
+def fig5(results: Results, folder: Path) -> FigureFile:
+    title = "Fig. 5: per-position test loss, RoPE theta x50, (a)-(f)"
+    n_train = results.settings.train_len
+    panels = {name: loss_curves(results, key) for key, name in FIG5_SERIES.items()}
+    panels = {name: p for name, p in panels.items() if p[0]}
+    if not panels:
         return FigureFile("fig5", title, missing="no eval_loss results")
     # The window grows with the position (a quarter of it): per-position noise is the same
     # everywhere, but the curve's detail sits at short contexts; few sequences at small presets.
-    fig, (ax,) = new_figure(width=6.0)
-    smoothed = {v: smooth(c, np.arange(1, c.size + 1) // 4) for v, c in curves.items()}
-    for variant, y in smoothed.items():
-        ax.plot(np.arange(1, y.size + 1), y, color=COLORS[variant], label=label(variant), lw=1)
-    ax.axvline(n_train, color="k", ls="--", lw=1, label=f"training length {n_train}")
-    ax.set(xlabel="context size (position)", ylabel="test loss (smoothed)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    length = max(y.size for y in smoothed.values())
-    columns = ["context", *smoothed, *(f"{v}_raw" for v in curves)]
-    rows = (
-        [i + 1, *(y[i] if i < y.size else None for y in [*smoothed.values(), *curves.values()])]
-        for i in range(length)
-    )
+    fig, axes = new_figure(len(panels), width=6.0)
+    columns, series = ["context"], []
+    for ax, (name, (curves, _)) in zip(axes, panels.items(), strict=True):
+        for variant, c in curves.items():
+            y = smooth(c, np.arange(1, c.size + 1) // 4)
+            ax.plot(np.arange(1, y.size + 1), y, color=COLORS[variant], label=label(variant), lw=1)
+            prefix = "" if name == "prose" else "facts_"
+            columns += [f"{prefix}{variant}", f"{prefix}{variant}_raw"]
+            series += [y, c]
+        ax.axvline(n_train, color="k", ls="--", lw=1, label=f"training length {n_train}")
+        ax.set(xlabel="context size (position)", ylabel="test loss (smoothed)", title=name)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    length = max(y.size for y in series)
+    rows = ([i + 1, *(y[i] if i < y.size else None for y in series)] for i in range(length))
     png, csv = save(fig, folder, "fig5", columns, rows)
+    measured = "; ".join(
+        f"{name}: "
+        + ", ".join(
+            f"{label(v)} " + "/".join(f"{x:.2f}" for x in at_multiples(c, n_train))
+            for v, c in curves.items()
+        )
+        for name, (curves, _) in panels.items()
+    )
+    at = "/".join(f"{k}x" for k in MULTIPLES)
+    measured = f"Loss at {at} of the training length ({measured})."
+    seeds = [s for _, seeds in panels.values() for s in seeds]
     caption = (
         f"Loss at each position of held-out sequences with theta x50, {_seeds_note(seeds)}, "
         "centred moving average over a quarter of the position (n/8 each side); dashed: the "
-        "training length."
+        "training length. Prose: the test split as it is. Planted facts (when the run trained "
+        "on them): the same prose with facts and questions at the training density, a question "
+        "up to the whole length after its fact."
     )
-    return FigureFile("fig5", title, caption, png, csv)
+    return FigureFile("fig5", title, caption, png, csv, measured=measured)
+
+
+MULTIPLES = (1, 5, 10, 20)  # Fig. 5's summary points, as in the results table
+
+
+def at_multiples(curve: np.ndarray, n_train: int) -> list[float]:
+    """Mean loss over ((k-1)N, kN] for each k in MULTIPLES that the curve reaches."""
+    return [
+        float(curve[(k - 1) * n_train : k * n_train].mean())
+        for k in MULTIPLES
+        if (k - 1) * n_train < curve.size
+    ]
 
 
 def niah_grids(results: Results) -> dict[str, tuple[list, list, np.ndarray, int]]:
@@ -141,4 +180,12 @@ def fig6(results: Results, folder: Path) -> FigureFile:
         f"Share of samples whose full 7-digit number was retrieved, per context size (x the "
         f"training length) and needle depth; mean over {'/'.join(map(str, seeds))} seed(s)."
     )
-    return FigureFile("fig6", title, caption, png, csv)
+    measured = (
+        "Mean over depths at "
+        + "/".join(f"{m}x" for m in first[0])
+        + ": "
+        + "; ".join(
+            f"{label(v)} " + " ".join(f"{x:.2f}" for x in g[2].mean(1)) for v, g in grids.items()
+        )
+    )
+    return FigureFile("fig6", title, caption, png, csv, measured=measured + ".")

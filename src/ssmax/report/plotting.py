@@ -39,6 +39,8 @@ class FigureFile:
     png: Path | None = None
     csv: Path | None = None
     missing: str | None = None
+    paper: str = ""  # what the paper reports in this figure
+    measured: str = ""  # the same quantities in this run, in words and numbers
 
 
 def label(variant: str) -> str:

@@ -12,12 +12,18 @@ from ssmax.report.plotting import FigureFile
 INTRO = (
     "Values are mean ± standard deviation over seeds. Losses past the training length and "
     "needle results use RoPE theta x50 without further training; NIAH and needle scores are "
-    "after SFT. A claim holds when the means order as the paper says (ties do not hold). "
-    "Copy gain (a diagnostic, not in the paper): loss on the first copy of random token spans "
-    "minus the loss on their immediate repeat, in nats, after SFT; near 0 means the model "
-    "cannot copy what it has seen, so it cannot read a number back out of a haystack."
+    "after SFT. Copy gain (a diagnostic, not in the paper): loss on the first copy of random "
+    "token spans minus the loss on their immediate repeat, in nats, after SFT."
 )
-CLAIM_COLUMNS = ["claim", "ours", "holds"]
+RULE = (
+    "How a claim is decided (fixed before any run): each ordering the paper states is tested on "
+    "the per-seed differences between the two variants, paired by seed (same seed, same data "
+    "order). Its 95% Student-t interval entirely on the paper's side of 0: holds; entirely on "
+    "the other side: contradicted; containing 0, or fewer than 2 seeds: inconclusive. A claim "
+    "holds when all its orderings hold and is contradicted when any one is."
+)
+CLAIM_COLUMNS = ["claim (paper)", "ours: mean ± sd per variant", "paired differences: "
+                 "high - low, mean [95% interval] (seeds)", "verdict"]  # fmt: skip
 
 
 def _md_table(columns: list[str], body: list[list[str]]) -> list[str]:
@@ -35,7 +41,10 @@ def _settings_rows(settings: Settings) -> list[list[str]]:
 
 
 def _claim_rows(claims: list[Claim]) -> list[list[str]]:
-    return [[c.text, c.value, c.holds] for c in claims]
+    def checks(c: Claim) -> str:
+        return "; ".join(f"{k.ordering}: {k.difference} {k.verdict}" for k in c.checks) or "-"
+
+    return [[c.text, c.value, checks(c), c.verdict.upper()] for c in claims]
 
 
 def markdown(
@@ -45,7 +54,8 @@ def markdown(
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
     lines += _md_table(["setting", "value"], _settings_rows(settings))
     lines += ["", "## Results per variant", "", *_md_table(*table)]
-    lines += ["", "## Claims of the paper", "", *_md_table(CLAIM_COLUMNS, _claim_rows(claims))]
+    lines += ["", "## Claims of the paper", "", RULE, ""]
+    lines += _md_table(CLAIM_COLUMNS, _claim_rows(claims))
     lines += ["", "## Figures", ""]
     for f in figures:
         lines += [f"### {f.title}", ""]
@@ -53,6 +63,7 @@ def markdown(
             lines += [f"n/a: {f.missing}", ""]
             continue
         lines += [f"![{f.key}]({f.png.name})", "", f"{f.caption} Numbers: `{f.csv.name}`.", ""]
+        lines += [f"- **Paper:** {f.paper}", f"- **This run:** {f.measured or '-'}", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -81,7 +92,8 @@ def to_html(
         f"<style>{STYLE}</style></head><body><h1>{title}</h1><p>{html.escape(INTRO)}</p>",
         "<h2>Settings</h2>", _html_table(["setting", "value"], _settings_rows(settings)),
         "<h2>Results per variant</h2>", _html_table(*table),
-        "<h2>Claims of the paper</h2>", _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
+        "<h2>Claims of the paper</h2>", f"<p>{html.escape(RULE)}</p>",
+        _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
         "<h2>Figures</h2>",
     ]  # fmt: skip
     for f in figures:
@@ -93,6 +105,7 @@ def to_html(
         parts.append(
             f"<img alt='{f.key}' src='data:image/png;base64,{data}'>"
             f"<figcaption>{html.escape(f.caption)} Numbers: <code>{f.csv.name}</code>."
-            "</figcaption></figure>"
+            f"<ul><li><b>Paper:</b> {html.escape(f.paper)}</li><li><b>This run:</b> "
+            f"{html.escape(f.measured or '-')}</li></ul></figcaption></figure>"
         )
     return "".join(parts) + "</body></html>\n"

@@ -1,35 +1,63 @@
 """Per-position test loss past the training length with theta x50 (Sec. 3.2, Fig. 5), on the
-pretrained (post-switch) model. Writes per_position_loss.csv; outputs the loss at multiples
-of the training length."""
+pretrained (post-switch) model. Writes per_position_loss.csv (prose of the test split) and,
+when data.facts is on, per_position_loss_facts.csv (the same prose with facts planted at the
+training density, questions up to the whole length past their facts); outputs the loss at
+multiples of the training length, and the loss at 1x with the training theta (the Sec. 3.2
+claim that theta x50 alone hurts (a) at short context)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from ssmax.data.lm import test_sequences
+import torch
+
+from ssmax.data.facts import spec_from_cfg
+from ssmax.data.lm import test_fact_sequences, test_sequences
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.stages.common import StageContext, load_model
 from ssmax.tracking import log_metrics
 
 
+def write_csv(path: Path, losses: torch.Tensor) -> str:
+    path.write_text(
+        "context,loss\n" + "".join(f"{i + 1},{v:.6f}\n" for i, v in enumerate(losses.tolist()))
+    )
+    return str(path)
+
+
 def run(ctx: StageContext) -> dict[str, Any]:
     cfg, spec = ctx.cfg, ctx.only_input()
     settings, train_len = cfg.eval.loss, cfg.data.seq_len
+    multiples = list(settings.report_multiples)
     model = load_model(cfg, spec["weights"], spec["rope_theta"])
     tokenizer = load_tokenizer(cfg.data)
     length = train_len * settings.max_multiple + 1  # + 1: the last position's target
     sequences = test_sequences(cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed)
     losses = per_position_loss(model, sequences)
-    csv = ctx.out_dir / "per_position_loss.csv"
-    csv.write_text(
-        "context,loss\n" + "".join(f"{i + 1},{v:.6f}\n" for i, v in enumerate(losses.tolist()))
-    )
-    at = loss_at_multiples(losses, train_len, list(settings.report_multiples))
-    if ctx.run_id:
-        log_metrics(cfg, ctx.run_id, {f"eval/loss_at_{k}x": v for k, v in at.items()})
-    return {
+    at = loss_at_multiples(losses, train_len, multiples)
+    out: dict[str, Any] = {
         "loss_at": {str(k): v for k, v in at.items()},
-        "csv": str(csv),
+        "csv": write_csv(ctx.out_dir / "per_position_loss.csv", losses),
         "rope_theta": spec["rope_theta"],
     }
+    metrics = {f"eval/loss_at_{k}x": v for k, v in at.items()}
+    # The same first N positions with the training theta: what theta x50 alone costs at 1x.
+    trained_theta = model.rope_theta
+    model.rope_theta = float(cfg.model.rope_theta)
+    base = per_position_loss(model, sequences[:, : train_len + 1]).mean().item()
+    model.rope_theta = trained_theta
+    out["base_theta_loss_at_1x"] = metrics["eval/base_theta_loss_at_1x"] = base
+    if spec_from_cfg(cfg.data.get("facts")).fraction > 0:
+        planted = test_fact_sequences(
+            cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed
+        )
+        fact_losses = per_position_loss(model, planted)
+        fact_at = loss_at_multiples(fact_losses, train_len, multiples)
+        out["facts_loss_at"] = {str(k): v for k, v in fact_at.items()}
+        out["facts_csv"] = write_csv(ctx.out_dir / "per_position_loss_facts.csv", fact_losses)
+        metrics |= {f"eval/facts_loss_at_{k}x": v for k, v in fact_at.items()}
+    if ctx.run_id:
+        log_metrics(cfg, ctx.run_id, metrics)
+    return out

@@ -93,6 +93,9 @@ def needle_score_outputs(
     outcomes = [t.score for t in trials]
     return {
         "context": context,
+        "depth": float(settings.depth),  # Fig. 7's one needle
+        "city": str(settings.city),
+        "number": str(settings.number),
         "map_csv": str(map_csv),
         "trials_json": str(trials_json),
         "map_max": float(scores.max()),

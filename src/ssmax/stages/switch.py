@@ -1,7 +1,8 @@
 """Softmax replaced by SSMax in (a)'s weights, s = 1 / mean log n (Sec. 3 (e), (f)).
 
 (e) takes (a)'s final weights and does not train. (f) takes (a)'s weights at the switch point
-and trains the remaining steps with a fresh LR warmup. Its optimizer state starts fresh too:
+and trains the remaining steps with a fresh LR warmup of pipeline.switch_warmup_fraction of
+them (the paper's 1,000 of 25,000: 4%, kept at every scale). Its optimizer state starts fresh:
 s is a new parameter and the paper restarts the schedule, so (a)'s Adam moments are dropped
 (a choice; the paper is silent). The data order restarts from the seed's first batch.
 """
@@ -23,7 +24,10 @@ def run(ctx: StageContext) -> dict[str, Any]:
         cfg.trainer.pretrain.max_steps = 0  # no training: validation loss only
     else:
         cfg.init_from = softmax["switch_point"]
-        cfg.trainer.pretrain.max_steps = softmax["steps"] - softmax["switch_step"]
+        remaining = softmax["steps"] - softmax["switch_step"]
+        cfg.trainer.pretrain.max_steps = remaining
+        warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)
+        cfg.trainer.pretrain.warmup_steps = max(1, warmup)
     result = train(cfg)
     return {
         "weights": str(result.weights),
