@@ -52,7 +52,7 @@ def test_paper_preset_has_the_paper_hyperparameters() -> None:
         (["trainer.pretrain.lr=-1"], "trainer.pretrain.lr=-1"),
         (["data.seq_len=0"], "data.seq_len=0 must be > 0"),
         (["preset=paper", "model=tiny"], "model=tiny does not match preset=paper"),
-        (["data.tokenizer=gpt2"], "data.vocab_size=4096 must be 50257"),
+        (["data.tokenizer=gpt2"], "data.vocab_size=1024 must be 50257"),
         (["objective=rl"], "objective='rl'"),
         (["trainer.pretrain.global_batch=20"], "must be a multiple of batch_size"),
         (["variant.scale=cube"], "variant.scale='cube'"),

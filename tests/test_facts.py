@@ -116,6 +116,7 @@ def test_batches_carry_facts_fresh_each_epoch(setup) -> None:
     assert torch.equal(ds[unplanted]["input_ids"], dm.dataset("train").rows[unplanted][:-1])
 
 
-def test_paper_preset_keeps_facts_off() -> None:
+def test_paper_preset_keeps_facts_off_and_tiny_turns_them_on() -> None:
     assert compose("preset=paper").data.facts.fraction == 0
+    assert compose("preset=tiny").data.facts.fraction > 0
     assert compose("preset=smoke").data.facts.fraction > 0

@@ -29,9 +29,15 @@ def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]
         elif stage == "eval_loss":
             for k, v in by_multiple(out["loss_at"]):
                 row[f"loss @{k}x"].append(v)
+            if out.get("base_theta_loss_at_1x") is not None:
+                row["loss @1x training theta"].append(out["base_theta_loss_at_1x"])
+            for k, v in by_multiple(out.get("facts_loss_at") or {}):
+                row[f"facts loss @{k}x"].append(v)
         elif stage == "eval_niah":
             for k, v in by_multiple(out["accuracy"]):
                 row[f"niah @{k}x"].append(v)
+            for k, v in by_multiple(out.get("base_theta_accuracy") or {}):
+                row[f"niah @{k}x training theta"].append(v)
             if out.get("accuracy_grid"):
                 row["niah mean"].append(float(np.mean(out["accuracy_grid"])))
             needle = out.get("needle_scores") or {}

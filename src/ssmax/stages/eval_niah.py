@@ -43,6 +43,12 @@ def run(ctx: StageContext) -> dict[str, Any]:
         out[f"{key}_grid"] = grid.tolist()
     out["depths"] = depths
     metrics = {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()}
+    base = list(settings.get("base_theta_multiples") or [])
+    if base:  # the same test with the training theta: is the skill there before theta x50?
+        out["base_theta_accuracy"] = base_theta_niah(cfg, model, tokenizer, base)
+        metrics |= {
+            f"eval/niah_base_theta_at_{k}x": v for k, v in out["base_theta_accuracy"].items()
+        }
     if cfg.eval.get("needle_scores") is not None:  # older configs have no such block
         out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
         summary = out["needle_scores"]
@@ -57,6 +63,24 @@ def run(ctx: StageContext) -> dict[str, Any]:
     if ctx.run_id:
         log_metrics(cfg, ctx.run_id, metrics)
     return out
+
+
+def base_theta_niah(
+    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, multiples: list
+) -> dict[str, float]:
+    """NIAH accuracy (mean over depths) at the given multiples with the training theta."""
+    settings, scaled = cfg.eval.niah, model.rope_theta
+    model.rope_theta = float(cfg.model.rope_theta)
+    try:
+        records = run_niah(
+            model, tokenizer, cfg.data, [m * cfg.data.seq_len for m in multiples],
+            list(settings.depths), settings.samples, seed=cfg.seed,
+            answer_tokens=settings.max_new_tokens,
+        )  # fmt: skip
+    finally:
+        model.rope_theta = scaled
+    _, _, grid = accuracy_grid(records, "full")
+    return {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
 
 
 def needle_context(cfg: DictConfig) -> int:
