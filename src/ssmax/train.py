@@ -179,6 +179,7 @@ def train(cfg: DictConfig) -> TrainResult:
         callbacks.append(StepBoundary(deferred, last, run_dir))
     if cfg.trainer.progress_bar:
         callbacks.append(L.pytorch.callbacks.RichProgressBar())
+    callbacks += [hydra.utils.instantiate(c) for c in cfg.trainer.get("callbacks") or []]
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator,
         devices=devices,
