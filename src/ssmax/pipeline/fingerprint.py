@@ -85,4 +85,9 @@ def fingerprint(stage: str, cfg: DictConfig, input_fingerprints: list[str]) -> s
         "code": code_hash(code),
         "data": data_manifest(cfg) if any(k.startswith("data") for k in keys) else None,
     }
+    if stage in ("pretrain", "switch") and cfg.data.source == "slimpajama":
+        # a stream is packed per (rank, DataLoader worker): their number shapes the rows
+        t = cfg.trainer
+        workers = max(int(cfg.data.num_workers), 1)
+        payload["stream_shards"] = t.devices * t.get("num_nodes", 1) * workers
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
