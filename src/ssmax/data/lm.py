@@ -23,6 +23,7 @@ from ssmax.data.packing import (
     split_chunk,
     train_sampler,
 )
+from ssmax.data.shards import TokenShards
 from ssmax.data.stream import START, PackedStream, stream_shards
 from ssmax.data.tokenizer import Tokenizer
 
@@ -180,15 +181,22 @@ class LMDataModule(TokenizedDataModule):
 
     def prepare_data(self) -> None:
         """Train/cache the tokenizer and the tokenized splits (rank 0 only under DDP)."""
-        if not is_streaming(self.data_cfg):
+        if not is_streaming(self.data_cfg) and not self.data_cfg.get("shards_dir"):
             for split in ("train", "validation"):
                 tokenized_split(self.data_cfg, self.tokenizer, split)
 
     def dataset(self, split: str):
-        """PackedDataset (embedded) or PackedStream (streaming) of one split, built once."""
+        """TokenShards (prepared), PackedDataset (embedded) or PackedStream (streaming) of one
+        split, built once."""
         if split not in self._sets:
             cfg, seq_len = self.data_cfg, int(self.data_cfg.seq_len)
-            if is_streaming(cfg):
+            if cfg.get("shards_dir"):
+                limit = None if split == "train" else cfg.get("max_eval_sequences")
+                plant = fact_transform(cfg, self.tokenizer, self.seed if split == "train" else -1)
+                self._sets[split] = TokenShards(
+                    cfg.shards_dir, split, seq_len, self.tokenizer, limit, plant
+                )
+            elif is_streaming(cfg):
                 if spec_from_cfg(cfg.get("facts")).fraction > 0:
                     raise ValueError(
                         "data.facts.fraction > 0 plants facts on the embedded corpus only; "
