@@ -34,9 +34,10 @@ def slimpajama_files(folder: Path, docs: int = 300) -> dict[str, str]:
 
 def streaming(files: dict[str, str]) -> list[str]:
     mapping = ",".join(f"{k}:{v}" for k, v in files.items())
+    # planted facts (on in the smoke preset) go into the embedded corpus only
     return ["data=slimpajama", "data.tokenizer=bpe", "data.vocab_size=512", "data.seq_len=64",
             "data.max_eval_sequences=4", f"data.slimpajama_files={{{mapping}}}",
-            "data.facts.fraction=0"]  # fmt: skip  (planted facts: the embedded corpus only)
+            "data.facts.fraction=0"]  # fmt: skip
 
 
 def free_port() -> int:

@@ -42,7 +42,8 @@ def test_paper_pretraining_cost(paper: dict) -> None:
 
 def test_paper_eval_cost(paper: dict) -> None:
     loss = paper["costs"]["eval_loss/b_ssmax/seed0"]
-    assert loss.tokens == 100_000 * 20_001  # Sec. 3.2 (+ 1: the last position's target)
+    # Sec. 3.2 (+ 1: the last position's target), then the first 1x at the training theta
+    assert loss.tokens == 100_000 * 20_001 + 100_000 * 1025
     assert loss.gpus == 1  # the profile's default: one GPU per eval job
     niah = paper["costs"]["eval_niah/b_ssmax/seed0"]
     cells = 5 * 1000  # Sec. 3.3: 5 depths x 1000 samples per context

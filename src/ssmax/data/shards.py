@@ -16,7 +16,7 @@ import bisect
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,11 @@ class TokenShards(Dataset):
 
     def __len__(self) -> int:
         return self.rows
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        """One pass over the rows (indexing wraps around, so the default iteration would not
+        end)."""
+        return (self[k] for k in range(self.rows))
 
     def tokens(self, start: int, count: int) -> np.ndarray:
         """``count`` tokens of the split's stream from ``start`` (across file boundaries)."""

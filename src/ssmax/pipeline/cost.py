@@ -84,8 +84,10 @@ def eval_passes(cfg: DictConfig, stage: str) -> list[tuple[int, int]]:
     """(context, number of forward passes over it) of an eval node (decoding steps and the
     copy probe are a rounding error and left out)."""
     seq, ev = cfg.data.seq_len, cfg.eval
-    if stage == "eval_loss":
-        return [(round(seq * ev.loss.max_multiple) + 1, int(ev.loss.sequences))]
+    if stage == "eval_loss":  # prose (and planted facts, if on); 1x at the training theta
+        long = (round(seq * ev.loss.max_multiple) + 1, int(ev.loss.sequences))
+        facts = float(OmegaConf.select(cfg, "data.facts.fraction", default=0) or 0) > 0
+        return [long] * (1 + facts) + [(seq + 1, int(ev.loss.sequences))]
     cells = len(ev.niah.depths) * int(ev.niah.samples)
     passes = [(int(m * seq), cells) for m in ev.niah.context_multiples]
     if ev.get("needle_scores") is not None:
