@@ -1,6 +1,6 @@
 """A Lightning callback for tests: what each rank trained on, step by step.
 
-Given to a training run as `+trainer.callbacks=[{_target_: tests.batch_recorder.RecordBatches}]`
+Given to a training run as `trainer.callbacks=[{_target_: tests.batch_recorder.RecordBatches}]`
 (a real observer: the run itself is unchanged). At the end of fit each rank writes
 ``batches-rank<r>-from<step>.pt`` into ``out`` (default: the run folder): a list of
 (optimizer step, input_ids [B, T]) per micro-batch, in order.

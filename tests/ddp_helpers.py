@@ -14,7 +14,7 @@ import torch
 from tests.batch_recorder import load_batches
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = "+trainer.callbacks=[{_target_:tests.batch_recorder.RecordBatches}]"
+RECORD = "trainer.callbacks=[{_target_:tests.batch_recorder.RecordBatches}]"
 RUN = "runs/a_softmax-pretrain-seed0"
 
 
