@@ -164,6 +164,8 @@ def main() -> None:
 
     if device == "cuda":
         gpu_report(cfg, batch, n_tokens, args)
+    else:
+        print("\n[3] GPU tokens/s and MFU: NOT MEASURED (no CUDA device on this machine)")
 
 
 def gpu_report(cfg, batch, n_tokens: int, args) -> None:  # noqa: ANN001

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ssmax.config import ConfigError, check_cli_choices, validate
+from ssmax.config import CONF_DIR, ConfigError, check_cli_choices, validate
 from tests.conftest import PRESETS, VARIANTS, make_cfg
 
 
@@ -44,6 +44,22 @@ def test_paper_preset_has_the_paper_hyperparameters() -> None:
         "slimpajama",
         "squad_v2",
     )
+
+
+def test_paper_preset_has_the_paper_eval_sizes() -> None:
+    """Sec. 3.2: 100,000 sequences of 20,000 tokens; Sec. 3.3: 1000 NIAH samples per cell;
+    Sec. 3.4: 100 needle-score trials. The CPU presets keep small ones."""
+    paper = make_cfg("preset=paper", config_name="pipeline").eval
+    assert paper.loss.sequences == 100_000 and round(1024 * paper.loss.max_multiple) == 20_000
+    assert (paper.niah.samples, paper.needle_scores.trials) == (1000, 100)
+    for preset in ("tiny", "smoke"):
+        small = make_cfg(f"preset={preset}", config_name="pipeline").eval
+        assert small.loss.sequences <= 8 and small.niah.samples <= 4
+        assert small.needle_scores.trials <= 20
+    text = (CONF_DIR / "preset" / "paper.yaml").read_text()
+    for line, section in (("sequences: 100000", "Sec. 3.2"), ("max_multiple: 19.53125", "Sec. 3.2"),
+                          ("samples: 1000", "Sec. 3.3"), ("trials: 100", "Sec. 3.4")):  # fmt: skip
+        assert section in next(t for t in text.splitlines() if line in t)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ last checkpoint in its run folder. Prints the resolved config with `--cfg job`.
 from __future__ import annotations
 
 import fcntl
+import json
 import math
 import os
 import sys
@@ -27,6 +28,7 @@ from ssmax.config import (
     validate,
     variant_config,
 )
+from ssmax.data.corpus import atomic_write
 from ssmax.lit.module import LitLM
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
@@ -51,6 +53,11 @@ class TrainResult:
     run_id: str | None  # the MLflow run
     metrics: dict[str, float]  # last logged values (train/loss, val/loss, ...)
     extra_weights: dict[int, Path]  # step -> weights saved mid-run (trainer.save_weights_at)
+
+
+def data_state_path(weights: Path) -> Path:
+    """Where the data stood at a model_step<N>.pt: data_step<N>.json beside it."""
+    return weights.with_name(weights.stem.replace("model_step", "data_step") + ".json")
 
 
 def global_rank() -> int:
@@ -119,8 +126,11 @@ def mlflow_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     return logger
 
 
-def train(cfg: DictConfig) -> TrainResult:
-    """Fit the configured model; the final weights land in run_dir/model.pt."""
+def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
+    """Fit the configured model; the final weights land in run_dir/model.pt.
+
+    data_start: a data_step<N>.json of another run (trainer.save_weights_at): this run's data
+    begins where that run's stood, e.g. (f) trains on what (a) would have trained on next."""
     validate(cfg)
     absolute_paths(cfg)
     L.seed_everything(cfg.seed, workers=True)
@@ -130,6 +140,8 @@ def train(cfg: DictConfig) -> TrainResult:
     accumulate = stage.global_batch // (stage.batch_size * ranks)
     rank0 = global_rank() == 0  # only rank 0 writes the run folder and talks to MLflow
     datamodule = build_datamodule(cfg, stage.batch_size)
+    if data_start is not None:
+        datamodule.start_from(json.loads(Path(data_start).read_text()))
 
     if cfg.objective == "pretrain":
         total, warmup = stage.max_steps, stage.warmup_steps
@@ -172,13 +184,14 @@ def train(cfg: DictConfig) -> TrainResult:
     save_at = {
         int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
     }
-    if save_at and rank0:
+    if save_at:  # every rank: saving where the data stands is collective
         callbacks.append(SaveWeightsAt(save_at))
     deferred = active_deferral()  # a requeueing SLURM job: checkpoint at step boundaries
     if deferred is not None:
         callbacks.append(StepBoundary(deferred, last, run_dir))
     if cfg.trainer.progress_bar:
         callbacks.append(L.pytorch.callbacks.RichProgressBar())
+    callbacks += [hydra.utils.instantiate(c) for c in cfg.trainer.get("callbacks") or []]
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator,
         devices=devices,
@@ -199,6 +212,7 @@ def train(cfg: DictConfig) -> TrainResult:
         enable_model_summary=False,
         deterministic=cfg.trainer.deterministic,
         default_root_dir=run_dir,
+        use_distributed_sampler=False,  # our samplers and streams shard by rank themselves
     )
     fit_metrics = {}
     if total > 0:
@@ -226,14 +240,25 @@ def plugins() -> list[object]:
 
 
 class SaveWeightsAt(L.Callback):
-    """Saves the model's weights after the given optimizer steps (e.g. (a) at 87.5% for (f))."""
+    """Saves the model's weights after the given optimizer steps (e.g. (a) at 87.5% for (f)),
+    and where the data stood then (data_step<N>.json: batches taken per rank, the stream's
+    positions), from which (f) continues. Runs on every rank; global rank 0 writes."""
 
     def __init__(self, paths: dict[int, Path]) -> None:
         self.paths = paths
+        self._done: set[int] = set()
 
     def on_train_batch_end(self, trainer: L.Trainer, lit: L.LightningModule, *_: object) -> None:
-        path = self.paths.get(trainer.global_step)
-        if path is not None and not path.exists():
+        step = trainer.global_step
+        if step not in self.paths or step in self._done:
+            return  # (the micro-batches of the next step see the same global_step)
+        self._done.add(step)
+        datamodule = trainer.datamodule
+        state = {"batches_done": datamodule.start_batches + lit.batches_seen}
+        state |= datamodule.state_dict()  # collective under DDP: every rank calls it
+        path = self.paths[step]
+        if trainer.is_global_zero and not path.exists():
+            atomic_write(data_state_path(path), json.dumps(state).encode())
             save_atomic(lit.model.state_dict(), path)
 
 

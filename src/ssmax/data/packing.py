@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
+from torch.utils.data import Dataset, Sampler
 
 from ssmax.data.tokenizer import Tokenizer
 
@@ -52,38 +52,72 @@ class EpochShuffleSampler(Sampler[int]):
     """A permutation that depends only on (seed, epoch): reproducible and resumable.
 
     Yields epoch * n + i for row i (datasets read row k % n), so a dataset can tell the passes
-    apart. Lightning calls set_epoch at each epoch start; without it the epoch counts up per
-    pass.
+    apart. Under DDP (world > 1) each rank takes every world-th index of the permutation, so
+    the ranks are disjoint and their micro-batch j together is the one-process micro-batch j at
+    the same global batch. drop_last: the ranks take n // world each (the rest waits for the
+    next epoch's order); else the permutation wraps around to give every rank ceil(n / world).
+    Lightning calls set_epoch at each epoch start (plus epoch_offset: a run that starts in
+    another run's data, see train_sampler); without it the epoch counts up per pass.
     """
 
-    def __init__(self, n: int, seed: int, skip: int = 0) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
+    def __init__(
+        self,
+        n: int,
+        seed: int,
+        skip: int = 0,
+        rank: int = 0,
+        world: int = 1,
+        drop_last: bool = True,
+        epoch_offset: int = 0,
+    ) -> None:
+        self.n, self.seed, self.epoch = n, seed, epoch_offset
         self.skip = skip  # samples of the first pass already trained on (resume mid-epoch)
+        self.rank, self.world, self.drop_last = rank, world, drop_last
+        self.epoch_offset = epoch_offset
         self._explicit = False
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self._explicit = epoch, True
+        self.epoch, self._explicit = epoch + self.epoch_offset, True
 
     def __len__(self) -> int:
-        return self.n
+        return self.n // self.world if self.drop_last else -(-self.n // self.world)
 
     def __iter__(self) -> Iterator[int]:
         gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
-        order = (torch.randperm(self.n, generator=gen) + self.epoch * self.n).tolist()[self.skip :]
+        order = torch.randperm(self.n, generator=gen)
+        if self.world > 1:
+            if not self.drop_last:  # wrap around so that every rank has the same count
+                order = torch.cat([order, order[: len(self) * self.world - self.n]])
+            order = order[self.rank : len(self) * self.world : self.world]
+        order = order[self.skip :] + self.epoch * self.n
         self.skip = 0
         if not self._explicit:
             self.epoch += 1
         self._explicit = False
-        return iter(order)
+        # in chunks: a list of ~10^8 Python ints (paper-scale shards) would take gigabytes
+        return (i for chunk in order.split(1 << 16) for i in chunk.tolist())
 
 
 def train_sampler(
-    n: int, seed: int, batch_size: int, batches_done: int, drop_last: bool
+    n: int,
+    seed: int,
+    batch_size: int,
+    batches_done: int,
+    drop_last: bool,
+    rank: int = 0,
+    world: int = 1,
+    epoch: int = 0,
 ) -> EpochShuffleSampler:
-    """The training sampler, positioned after ``batches_done`` batches (counted from the start
-    of training), so that a run resumed from a checkpoint sees the same data order."""
-    per_epoch = n // batch_size if drop_last else -(-n // batch_size)
-    return EpochShuffleSampler(n, seed, skip=(batches_done % max(per_epoch, 1)) * batch_size)
+    """The training sampler of one rank, positioned after ``batches_done`` batches of this rank
+    (counted from the start of the data, which may lie in another run: (f) starts where (a)
+    stood), so that a resumed run sees the same data order. ``epoch``: Lightning's epoch
+    counter when the loader is built (it restores it on resume)."""
+    per_rank = n // world if drop_last else -(-n // world)
+    per_epoch = max(per_rank // batch_size if drop_last else -(-per_rank // batch_size), 1)
+    data_epoch, done = divmod(batches_done, per_epoch)
+    return EpochShuffleSampler(
+        n, seed, done * batch_size, rank, world, drop_last, epoch_offset=data_epoch - epoch
+    )
 
 
 def chunk_stream(token_docs: Iterable[list[int]], eos_id: int, size: int) -> Iterator[torch.Tensor]:
@@ -109,38 +143,3 @@ def encode_stream(
             pending = []
     if pending:
         yield from tokenizer.encode_batch(pending)
-
-
-class PackedStream(IterableDataset):
-    """Streaming LM examples; DataLoader workers take every n-th document.
-
-    make_texts(epoch) returns the document texts for that epoch (shuffled by the caller).
-    """
-
-    def __init__(
-        self,
-        make_texts: Callable[[int], Iterable[str]],
-        tokenizer: Tokenizer,
-        seq_len: int,
-        max_sequences: int | None = None,
-    ) -> None:
-        self.make_texts, self.tokenizer = make_texts, tokenizer
-        self.seq_len, self.max_sequences = seq_len, max_sequences
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        info = get_worker_info()
-        wid, nw = (info.id, info.num_workers) if info else (0, 1)
-        texts = (t for i, t in enumerate(self.make_texts(self.epoch)) if i % nw == wid)
-        limit = None if self.max_sequences is None else -(-self.max_sequences // nw)
-        self.epoch += 1  # next pass reshuffles (only visible with num_workers=0)
-        chunks = chunk_stream(
-            encode_stream(texts, self.tokenizer), self.tokenizer.eos_id, self.seq_len + 1
-        )
-        for n, chunk in enumerate(chunks):
-            if limit is not None and n >= limit:
-                return
-            yield split_chunk(chunk)

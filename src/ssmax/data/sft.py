@@ -155,7 +155,9 @@ class SFTDataModule(TokenizedDataModule):
         ds = self.dataset(split)
         sampler = None
         if split == "train":
-            sampler = train_sampler(len(ds), self.seed, self.batch_size, self.batches_done, False)
+            done = self.start_batches + self.batches_done
+            sampler = train_sampler(len(ds), self.seed, self.batch_size, done, False, *self.ranks(),
+                                    self.trainer.current_epoch if self.trainer else 0)  # fmt: skip
         return DataLoader(
             ds,
             batch_size=self.batch_size,

@@ -25,3 +25,14 @@ def scaled_rope_theta(model: Transformer, factor: float = PAPER_THETA_FACTOR) ->
 
 def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
+
+
+@contextmanager
+def device_autocast(model: torch.nn.Module) -> Iterator[None]:
+    """bf16 autocast while the model sits on a CUDA device (as it trained: App. B, C); on the
+    CPU nothing changes (fp32, or whatever dtype the model has)."""
+    if model_device(model).type != "cuda":
+        yield
+        return
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        yield

@@ -30,7 +30,7 @@ from omegaconf import DictConfig
 from ssmax.data.lm import test_texts
 from ssmax.data.sft import DEFAULT_PROMPT
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.common import model_device
+from ssmax.evals.common import device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
 from ssmax.evals.niah import greedy_decode, score_answer
 from ssmax.model import Transformer
@@ -39,8 +39,15 @@ from ssmax.model.rope import apply_rope
 
 
 def _last_row(attn: Attention, args: dict) -> torch.Tensor:
-    """Attention weights [H, n] of the last query of this call, over all its keys."""
+    """Attention weights [H, n] of the last query of this call, over all its keys, outside any
+    bf16 autocast: q and k at least float32, scores and softmax in float64."""
     x, cos, sin, term, cache = (args[k] for k in ("x", "cos", "sin", "term", "cache"))
+    with torch.autocast(x.device.type, enabled=False):
+        return _row(attn, x.to(torch.promote_types(x.dtype, torch.float32)), cos, sin, term,
+                    cache, args["layer"])  # fmt: skip
+
+
+def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:  # noqa: ANN001
     bsz, _, dim = x.shape
     if bsz != 1:
         raise ValueError("needle scores take one prompt at a time")
@@ -49,7 +56,7 @@ def _last_row(attn: Attention, args: dict) -> torch.Tensor:
     if term is not None:  # the same float32 multiplier the layer applies
         q = q.float() * attn.multiplier(term[-1:])[None, :, :, None]
     if cache is not None:  # the forward already appended this call's keys
-        keys = cache.k[args["layer"]][:, :, : cache.length(args["layer"])]
+        keys = cache.k[layer][:, :, : cache.length(layer)]
     else:
         k = attn.wk(x).view(1, -1, attn.n_heads, attn.head_dim).transpose(1, 2)
         keys = apply_rope(k, cos, sin)
@@ -83,7 +90,7 @@ def capture_last_attention(model: Transformer) -> Iterator[dict[int, torch.Tenso
 @torch.no_grad()
 def attention_rows(model: Transformer, ids: Sequence[int]) -> torch.Tensor:
     """[n_layers, n_heads, n]: attention of the last position of ``ids`` (KV-cache prefill)."""
-    with capture_last_attention(model) as rows:
+    with capture_last_attention(model) as rows, device_autocast(model):
         model.hidden(
             torch.tensor([list(ids)], device=model_device(model)), model.new_cache(1, len(ids))
         )

@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from ssmax.data.lm import test_texts
 from ssmax.data.sft import DEFAULT_PROMPT
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.common import model_device
+from ssmax.evals.common import device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
 from ssmax.model import Transformer
 
@@ -48,18 +48,20 @@ class NeedleRecord:
 def greedy_decode(
     model: Transformer, prompt: Sequence[int], max_new_tokens: int, eos_id: int
 ) -> list[int]:
-    """Greedy tokens after the prompt, never EOS: one prefill, then one token at a time."""
+    """Greedy tokens after the prompt, never EOS: one prefill, then one token at a time
+    (bf16 autocast on a GPU)."""
     cache = model.new_cache(1, len(prompt) + max_new_tokens)
     ids = torch.tensor([list(prompt)], device=model_device(model))
-    hidden = model.hidden(ids, cache)[:, -1]
     out: list[int] = []
-    for step in range(max_new_tokens):
-        logits = model.lm_head(hidden).float()
-        logits[:, eos_id] = float("-inf")  # Sec. 3.3: the most probable non-EOS token
-        token = logits.argmax(-1, keepdim=True)
-        out.append(int(token))
-        if step + 1 < max_new_tokens:
-            hidden = model.hidden(token, cache)[:, -1]
+    with device_autocast(model):
+        hidden = model.hidden(ids, cache)[:, -1]
+        for step in range(max_new_tokens):
+            logits = model.lm_head(hidden).float()
+            logits[:, eos_id] = float("-inf")  # Sec. 3.3: the most probable non-EOS token
+            token = logits.argmax(-1, keepdim=True)
+            out.append(int(token))
+            if step + 1 < max_new_tokens:
+                hidden = model.hidden(token, cache)[:, -1]
     return out
 
 

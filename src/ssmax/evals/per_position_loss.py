@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from ssmax.evals.common import model_device
+from ssmax.evals.common import device_autocast, model_device
 from ssmax.model import Transformer
 
 DEFAULT_CHUNK = 1024  # positions per vocabulary projection: [chunk, vocab] logits at a time
@@ -40,20 +40,28 @@ def per_position_loss(
     n, length = sequences.shape
     total = torch.zeros(length - 1, dtype=torch.float64, device=device)
     try:
-        for start in range(0, n, batch_size):
-            ids = sequences[start : start + batch_size].to(device)
-            hidden = model.hidden(ids[:, :-1])  # [b, L-1, dim]: the only full-length activation
-            for a in range(0, length - 1, chunk):
-                b = min(a + chunk, length - 1)
-                logits = model.lm_head(hidden[:, a:b])
-                logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32
-                loss = F.cross_entropy(
-                    logits.transpose(1, 2), ids[:, a + 1 : b + 1], reduction="none"
-                )  # [b, chunk]
-                total[a:b] += loss.double().sum(0)
+        with device_autocast(model):  # bf16 on a GPU; the CPU path is unchanged
+            for start in range(0, n, batch_size):
+                total += _summed_losses(
+                    model, sequences[start : start + batch_size].to(device), chunk
+                )
     finally:
         model.train(was_training)
     return (total / n).cpu()
+
+
+def _summed_losses(model: Transformer, ids: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Next-token losses [L-1] of a batch [b, L], summed over its sequences, float64."""
+    length = ids.shape[1]
+    hidden = model.hidden(ids[:, :-1])  # [b, L-1, dim]: the only full-length activation
+    out = torch.empty(length - 1, dtype=torch.float64, device=ids.device)
+    for a in range(0, length - 1, chunk):
+        b = min(a + chunk, length - 1)
+        logits = model.lm_head(hidden[:, a:b])
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32
+        loss = F.cross_entropy(logits.transpose(1, 2), ids[:, a + 1 : b + 1], reduction="none")
+        out[a:b] = loss.double().sum(0)
+    return out
 
 
 def loss_at_multiples(

@@ -1,7 +1,8 @@
 """`python -m ssmax.pipeline {run,plan,status} [hydra overrides ...]`
 
 run     execute every node that is not cached (the executor group picks where), then report
-plan    print the DAG: each node, its fingerprint and whether it is cached or would run
+plan    print the DAG: each node, its fingerprint and whether it is cached or would run; then
+        what it costs (tokens, FLOPs, GPU-hours, wall time, disk: ssmax.pipeline.cost)
 status  each node's state on disk (and its SLURM job, after `run executor=slurm`)
 
 `run executor=slurm` submits and returns; add --wait (= executor.wait=true) to wait for the jobs.
@@ -74,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         if command == "status" and book_path(cfg).exists():  # nodes were submitted to SLURM
             return print_status(cfg, jobs)
         _print_plan(jobs)
+        if command == "plan":
+            from ssmax.pipeline.cost import format_costs, plan_costs
+
+            print(format_costs(cfg, plan_costs(cfg, jobs)))
         return 0
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -15,6 +15,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 SFT_KEYS = ("sft_", "squad_files", "hf_squad")
+# where data lives and how it is read; the shards' content counts instead (training_data)
+LOCAL_DATA_KEYS = ("cache_dir", "num_workers", "shards_dir", "prepare_num_proc",
+                   "prepare_files_per_shard")  # fmt: skip
 PACKAGE = Path(__file__).resolve().parents[1]
 _TRAIN_CODE = ("model", "lit", "data", "train.py", "config.py", "stages/common.py")
 # stage -> (config keys it reads, code it runs, relative to src/ssmax)
@@ -46,7 +49,7 @@ def select(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, object]:
         if OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
         if key.startswith("data"):  # where files live and how they are read: not the result
-            value = {k: v for k, v in value.items() if k not in ("cache_dir", "num_workers")}
+            value = {k: v for k, v in value.items() if k not in LOCAL_DATA_KEYS}
         if key == "data:lm":
             value = {k: v for k, v in value.items() if not k.startswith(SFT_KEYS)}
         out[key] = value
@@ -76,6 +79,19 @@ def data_manifest(cfg: DictConfig) -> str:
     return json.dumps([cfg.data.hf_slimpajama, files])
 
 
+def training_data(cfg: DictConfig) -> dict[str, object]:
+    """What pretraining reads beyond its config: the prepared shards' manifest, or for a stream
+    packed per (rank, DataLoader worker) the number of those shards (it shapes the rows)."""
+    if cfg.data.get("shards_dir"):
+        from ssmax.data.shards import manifest_sha
+
+        return {"shards": manifest_sha(cfg.data.shards_dir)}
+    if cfg.data.source == "slimpajama":
+        t = cfg.trainer
+        return {"stream_shards": t.devices * t.get("num_nodes", 1) * max(cfg.data.num_workers, 1)}
+    return {}
+
+
 def fingerprint(stage: str, cfg: DictConfig, input_fingerprints: list[str]) -> str:
     keys, code = STAGE_DEPS[stage]
     payload = {
@@ -85,4 +101,6 @@ def fingerprint(stage: str, cfg: DictConfig, input_fingerprints: list[str]) -> s
         "code": code_hash(code),
         "data": data_manifest(cfg) if any(k.startswith("data") for k in keys) else None,
     }
+    if stage in ("pretrain", "switch"):
+        payload |= training_data(cfg)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()

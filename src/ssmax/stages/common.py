@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import model_config, variant_config
+from ssmax.config import ConfigError, model_config, variant_config
 from ssmax.model import Transformer
 
 
@@ -38,9 +38,28 @@ def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
     return cfg
 
 
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+
+
+def eval_device(cfg: DictConfig) -> torch.device:
+    """Where the evals run: trainer.accelerator (auto: the GPU when there is one). A GPU asked
+    for and not there is an error, not a silent run on the CPU."""
+    accelerator = str(cfg.trainer.accelerator)
+    if accelerator not in ACCELERATORS:
+        raise ConfigError(f"trainer.accelerator={accelerator!r}; allowed: {ACCELERATORS}")
+    cuda = torch.cuda.is_available()
+    if accelerator in ("gpu", "cuda") and not cuda:
+        raise ConfigError(
+            f"trainer.accelerator={accelerator} but no CUDA device is visible here; "
+            "allowed on this machine: auto, cpu"
+        )
+    return torch.device("cuda" if cuda and accelerator != "cpu" else "cpu")
+
+
 def load_model(cfg: DictConfig, weights: str, rope_theta: float) -> Transformer:
-    """The node's model with the given weights, in eval mode, at the given RoPE theta."""
+    """The node's model with the given weights, in eval mode, at the given RoPE theta, on the
+    configured device (the evals move their batches there and use bf16 autocast on a GPU)."""
     model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
     model.rope_theta = float(rope_theta)
-    return model.eval()
+    return model.to(eval_device(cfg)).eval()

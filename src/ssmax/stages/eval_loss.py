@@ -33,7 +33,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     multiples = list(settings.report_multiples)
     model = load_model(cfg, spec["weights"], spec["rope_theta"])
     tokenizer = load_tokenizer(cfg.data)
-    length = train_len * settings.max_multiple + 1  # + 1: the last position's target
+    length = round(train_len * settings.max_multiple) + 1  # + 1: the last position's target
     sequences = test_sequences(cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed)
     losses = per_position_loss(model, sequences)
     at = loss_at_multiples(losses, train_len, multiples)

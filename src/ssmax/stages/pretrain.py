@@ -1,7 +1,7 @@
 """Pretraining from scratch: (a)-(d) for the full run, the p_n model for its shorter one.
 
 Every pretrain node also saves its weights at pipeline.switch_fraction of its steps (87.5%,
-175k of 200k at paper scale), which switch(f) starts from.
+175k of 200k at paper scale), and where its data stood then, which switch(f) starts from.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from ssmax.pipeline.dag import RATIONALE
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.train import train
+from ssmax.train import data_state_path, train
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -25,6 +25,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     return {
         "weights": str(result.weights),
         "switch_point": str(result.extra_weights[switch_step]),
+        "switch_data": str(data_state_path(result.extra_weights[switch_step])),
         "switch_step": switch_step,
         "steps": steps,
         "train_loss": result.metrics.get("train/loss"),

@@ -4,7 +4,8 @@
 and trains the remaining steps with a fresh LR warmup of pipeline.switch_warmup_fraction of
 them (the paper's 1,000 of 25,000: 4%, kept at every scale). Its optimizer state starts fresh:
 s is a new parameter and the paper restarts the schedule, so (a)'s Adam moments are dropped
-(a choice; the paper is silent). The data order restarts from the seed's first batch.
+(a choice; the paper is silent). Its data continues (a)'s from the switch point: (f) trains on
+what (a) would have trained on next (data_step<N>.json beside (a)'s switch-point weights).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ssmax.train import train
 def run(ctx: StageContext) -> dict[str, Any]:
     softmax = ctx.only_input()
     cfg = train_cfg(ctx, "pretrain")
+    data_start = None
     if SWITCHED[cfg.variant.name] == "final":
         cfg.init_from = softmax["weights"]
         cfg.trainer.pretrain.max_steps = 0  # no training: validation loss only
@@ -28,7 +30,8 @@ def run(ctx: StageContext) -> dict[str, Any]:
         cfg.trainer.pretrain.max_steps = remaining
         warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)
         cfg.trainer.pretrain.warmup_steps = max(1, warmup)
-    result = train(cfg)
+        data_start = softmax["switch_data"]
+    result = train(cfg, data_start)
     return {
         "weights": str(result.weights),
         "steps": int(cfg.trainer.pretrain.max_steps),

@@ -1,0 +1,72 @@
+"""`plan` prints what a pipeline costs before it runs: tokens, FLOPs, GPU-hours, wall, disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.cost import critical_path_hours, plan_costs
+from ssmax.pipeline.run import plan
+
+PAPER_N = 162_148_608  # App. A, Table 1 model, variant (a) (conf/model/llama_162m.yaml)
+H100 = 989e12 * 0.40  # the cost block's peak and MFU
+
+
+pytestmark = pytest.mark.slow  # composing the paper DAG's node configs: ~10 s
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("plan")
+    variants = "[b_ssmax,e_swap_after_pretrain,f_switch_during_pretrain,pn_rationale]"  # + (a)
+    base, jobs = plan(["preset=paper", "executor=slurm", "executor/slurm/profile=gpu8",
+                       f"pipeline.variants={variants}", f"paths.output_dir={out}"])  # fmt: skip
+    return {"base": base, "costs": {c.name: c for c in plan_costs(base, jobs)}}
+
+
+def test_paper_pretraining_cost(paper: dict) -> None:
+    a = paper["costs"]["pretrain/a_softmax/seed0"]
+    tokens = 200_000 * 2048 * 1024  # Sec. 3.1 / App. B: 200k steps of 2048 x 1024 tokens
+    assert a.tokens == tokens
+    assert a.flops == tokens * (6 * PAPER_N + 12 * 12 * 768 * 1024)
+    assert a.gpu_hours(H100) == pytest.approx(a.flops / H100 / 3600)
+    assert a.gpus == 8 and a.wall_hours(H100) == pytest.approx(a.gpu_hours(H100) / 8)
+    assert a.disk == PAPER_N * (12 + 4 + 4)  # last.ckpt with Adam, model.pt, model_step.pt
+    f = paper["costs"]["switch/f_switch_during_pretrain/seed0"]
+    assert f.tokens == 25_000 * 2048 * 1024  # the last 12.5%
+    assert paper["costs"]["pretrain/pn_rationale/seed0"].tokens == f.tokens  # 25k steps
+    e = paper["costs"]["switch/e_swap_after_pretrain/seed0"]
+    assert e.tokens == e.flops == e.gpus == 0
+
+
+def test_paper_eval_cost(paper: dict) -> None:
+    loss = paper["costs"]["eval_loss/b_ssmax/seed0"]
+    # Sec. 3.2 (+ 1: the last position's target), then the first 1x at the training theta
+    assert loss.tokens == 100_000 * 20_001 + 100_000 * 1025
+    assert loss.gpus == 1  # the profile's default: one GPU per eval job
+    niah = paper["costs"]["eval_niah/b_ssmax/seed0"]
+    cells = 5 * 1000  # Sec. 3.3: 5 depths x 1000 samples per context
+    contexts = sum(m * 1024 for m in (1, 2, 4, 6, 8, 10))
+    assert niah.tokens == cells * contexts + 8000 * 101  # + Fig. 7's map and Fig. 8's 100 trials
+
+
+def test_critical_path_is_the_longest_chain(paper: dict) -> None:
+    costs = list(paper["costs"].values())
+    chain = ["pretrain/a_softmax/seed0", "switch/f_switch_during_pretrain/seed0",
+             "eval_loss/f_switch_during_pretrain/seed0"]  # fmt: skip
+    longest = sum(paper["costs"][n].wall_hours(H100) for n in chain)
+    assert critical_path_hours(costs, H100) == pytest.approx(longest)
+    assert longest < sum(c.wall_hours(H100) for c in costs)
+
+
+def test_plan_prints_the_dag_and_the_cost_table(tmp_path: Path, capsys) -> None:
+    assert main(["plan", "preset=smoke", f"paths.output_dir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "to-run  pretrain/a_softmax/seed0" in out and "nodes: 0 cached" in out
+    assert "H100 SXM, bf16 dense at 40% MFU of 989 TFLOP/s" in out
+    row = next(line for line in out.splitlines() if line.startswith("pretrain/b_ssmax/seed0 "))
+    assert len(row.split()) == 9  # name, tokens, FLOPs, GPU-h, GPUs, wall and disk (2 words)
+    assert next(line for line in out.splitlines() if line.startswith("total "))
+    assert "with independent nodes side by side" in out and "shards (data.shards_dir" in out
