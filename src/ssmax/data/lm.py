@@ -199,8 +199,9 @@ class LMDataModule(TokenizedDataModule):
             elif is_streaming(cfg):
                 if spec_from_cfg(cfg.get("facts")).fraction > 0:
                     raise ValueError(
-                        "data.facts.fraction > 0 plants facts on the embedded corpus only; "
-                        "set it to 0 with data.source=slimpajama"
+                        "data.facts.fraction > 0 plants facts in indexed rows (the embedded "
+                        "corpus or data.shards_dir), not in a stream: set it to 0 or prepare "
+                        "shards (python -m ssmax.data.prepare)"
                     )
                 train = split == "train"
                 limit = None if train else cfg.get("max_eval_sequences")
