@@ -117,7 +117,9 @@ def model_config(cfg: DictConfig) -> ModelConfig:
 
 
 def variant_config(cfg: DictConfig) -> VariantConfig:
-    return VariantConfig(**OmegaConf.to_container(cfg.variant, resolve=True))
+    model_part = OmegaConf.to_container(cfg.variant, resolve=True)
+    model_part.pop("facts", None)  # the pipeline's and report's (ssmax.variants), not the model's
+    return VariantConfig(**model_part)
 
 
 def absolute_paths(cfg: DictConfig) -> None:

@@ -50,7 +50,7 @@ def run(overrides: list[str]) -> int:
     counts = {s: list(states.values()).count(s) for s in ("cached", "done", "failed", "blocked")}
     print(f"\n{len(jobs)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     print(f"wall time: {time.perf_counter() - start:.1f} s")
-    report = next((j for j in jobs if j.stage == "report"), None)
+    report = next((j for j in jobs if j.variant is None), None)
     if report is not None and states.get(report.name) in ("cached", "done"):
         print(f"report: {report.done['outputs']['report_md']}")
     print(f"browse: mlflow ui --backend-store-uri {tracking_uri(cfg)}")

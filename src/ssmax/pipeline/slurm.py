@@ -30,8 +30,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError
-from ssmax.pipeline.dag import TRAINING_STAGES
-from ssmax.pipeline.run import STAGE_MODULES, NodeJob, close_pipeline_run
+from ssmax.pipeline.declaration import load
+from ssmax.pipeline.run import NodeJob, close_pipeline_run
 
 Log = Callable[[str], None]
 RESOURCE_KEYS = (
@@ -79,17 +79,18 @@ def check_profile(cfg: DictConfig, jobs: list[NodeJob]) -> None:
     requeues = cfg.executor.get("max_requeues")
     _require(isinstance(requeues, int) and requeues >= 0,
              f"executor.max_requeues={requeues} must be an integer >= 0")  # fmt: skip
-    stages = dict.fromkeys(job.stage for job in jobs)
+    stages = {job.stage: job.trains for job in jobs}
+    declared = load(str(cfg.pipeline.file)).stages
     for stage, extra in (cfg.executor.get("stages") or {}).items():
-        _require(stage in STAGE_MODULES, f"executor.stages.{stage}: unknown stage; allowed: "
-                 f"{', '.join(STAGE_MODULES)}")  # fmt: skip
+        _require(stage in declared, f"executor.stages.{stage}: unknown stage; allowed: "
+                 f"{', '.join(declared)}")  # fmt: skip
         unknown = sorted(set(extra or {}) - set(RESOURCE_KEYS))
         _require(not unknown, f"executor.stages.{stage}: unknown keys {unknown}; allowed: "
                  f"{', '.join(RESOURCE_KEYS)}")  # fmt: skip
-    for stage in stages:
-        _check_stage_resources(stage, stage_resources(cfg, stage))
+    for stage, trains in stages.items():
+        _check_stage_resources(stage, stage_resources(cfg, stage), trains)
     for job in jobs:
-        if job.stage in TRAINING_STAGES and job.done is None:
+        if job.trains and job.done is None:
             _check_batch(job, stage_resources(cfg, job.stage))
     _check_partitions(cfg, stages)
 
@@ -99,7 +100,7 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def _check_stage_resources(stage: str, res: dict[str, Any]) -> None:
+def _check_stage_resources(stage: str, res: dict[str, Any], trains: bool) -> None:
     key = f"executor (stage {stage})"
     timeout = res["timeout_min"]
     _require(timeout is not None, f"{key}: timeout_min is missing: set the job time limit in "
@@ -113,7 +114,7 @@ def _check_stage_resources(stage: str, res: dict[str, Any]) -> None:
         _require(int(res[name] or 0) >= 1, f"{key}: {name}={res[name]} must be >= 1")
     gpus = int(res["gpus_per_node"] or 0)
     _require(gpus >= 0, f"{key}: gpus_per_node={gpus} must be >= 0")
-    if stage not in TRAINING_STAGES:  # evals, RoPE and the report run in one process
+    if not trains:  # evals, RoPE and the report run in one process
         _require(res["nodes"] == 1 and res["tasks_per_node"] == 1,
                  f"{key}: nodes={res['nodes']}, tasks_per_node={res['tasks_per_node']}; this "
                  "stage runs in one process: both must be 1")  # fmt: skip
@@ -137,7 +138,7 @@ def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
     _require(devices == per_node, f"{job.name}: trainer.devices={devices} but the profile gives "
              f"{per_node} {'GPUs' if gpus else 'tasks'} per node to stage {job.stage}: set "
              f"trainer.devices={per_node} or change executor.stages.{job.stage}")  # fmt: skip
-    objective = "sft" if job.stage == "sft" else "pretrain"
+    objective = "sft" if job.module == "sft" else "pretrain"
     s = cfg.trainer[objective]
     per_update = s.batch_size * devices * nodes
     _require(s.global_batch % per_update == 0,
@@ -146,7 +147,7 @@ def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
              f"{per_update} (the rest is gradient accumulation)")  # fmt: skip
 
 
-def _check_partitions(cfg: DictConfig, stages: dict[str, None]) -> None:
+def _check_partitions(cfg: DictConfig, stages: dict[str, bool]) -> None:
     """Unknown partitions, asked of the cluster when it answers (`sinfo`); else left to sbatch."""
     wanted = {stage_resources(cfg, s)["partition"] for s in stages} - {None}
     if not wanted or shutil.which("sinfo") is None:
@@ -403,7 +404,7 @@ def submit(
             job.parent_run_id = sub.parent_run_id
             job.threads = int(res["cpus_per_task"])  # torch threads = the CPUs SLURM gave
             executor = _executor(cfg, res, job.name, deps, "afterok")
-            if job.stage in TRAINING_STAGES:  # checkpoint and requeue on USR2 (time-out, preempt)
+            if job.trains:  # checkpoint and requeue on USR2 (time-out, preempt)
                 from ssmax.pipeline.requeue import TrainingNode  # imports Lightning: only here
 
                 _set_num_nodes(job, int(res["nodes"]))

@@ -19,7 +19,14 @@ from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import accuracy_grid, run_niah
 from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
+from ssmax.stages.spec import EVAL_CODE, StageSpec
 from ssmax.tracking import log_metrics
+
+SPEC = StageSpec(
+    reads=("seed", "data", "eval.niah", "eval.needle_scores", "eval.copy_probe"),
+    code=(*EVAL_CODE, "stages/eval_niah.py"),
+    uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
+)
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -43,17 +50,17 @@ def run(ctx: StageContext) -> dict[str, Any]:
         out[f"{key}_grid"] = grid.tolist()
     out["depths"] = depths
     metrics = {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()}
-    base = list(settings.get("base_theta_multiples") or [])
+    base = list(settings.base_theta_multiples or [])
     if base:  # the same test with the training theta: is the skill there before theta x50?
         out["base_theta_accuracy"] = base_theta_niah(cfg, model, tokenizer, base)
         metrics |= {
             f"eval/niah_base_theta_at_{k}x": v for k, v in out["base_theta_accuracy"].items()
         }
-    if cfg.eval.get("needle_scores") is not None:  # older configs have no such block
+    if cfg.eval.needle_scores is not None:  # eval.needle_scores=null: off
         out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
         summary = out["needle_scores"]
         metrics |= {f"eval/needle_{k}": summary[k] for k in ("map_max", "top_mean", "full")}
-    if cfg.eval.get("copy_probe") is not None:
+    if cfg.eval.copy_probe is not None:
         probe = cfg.eval.copy_probe
         out["copy"] = copy_gain(
             model, tokenizer.vocab_size, tokenizer.eos_id, int(probe.span), int(probe.count),

@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from ssmax.stages.common import StageContext
+from ssmax.stages.spec import StageSpec
+
+SPEC = StageSpec(reads=("model.rope_theta", "pipeline.rope_factor"), code=("stages/rope.py",))
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
