@@ -21,6 +21,7 @@ from ssmax.evals.needle_score import (
 from ssmax.evals.niah import SCORES, greedy_decode
 from ssmax.model import Transformer
 from tests.conftest import VARIANTS, make_cfg
+from tests.test_attention import term_reference
 from tests.test_evals_loss import tiny_model
 
 
@@ -48,7 +49,11 @@ def naive_attention(
         if scale == "none":
             m = torch.ones(h, t, dtype=torch.float64)
         else:
-            term = torch.log(n) if scale == "log_n" else model.p_n.double()[n.long() - 1]
+            pn = model.p_n.tolist() if scale == "p_n" else []
+            term = torch.tensor(
+                [term_reference(a.variant, pn, int(i), model.train_len) for i in n.tolist()],
+                dtype=torch.float64,
+            )
             m = a.s.double()[:, None] * term[None, :]
             if a.variant.bias:
                 m = m + a.b.double()[:, None]

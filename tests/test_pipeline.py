@@ -47,6 +47,15 @@ def test_switched_variants_pull_in_softmax() -> None:
         build_dag(PAPER, ["z_magic"], [0])
 
 
+def test_scaling_laws_run_beside_a_and_b() -> None:
+    decl = load("scaling_laws")
+    dag = build_dag(decl, decl.variants, [0])
+    assert dag["switch/g_qwen_logn_inference/seed0"].inputs == ("pretrain/a_softmax/seed0",)
+    for variant in ("b_ssmax", "h_qwen_logn", "i_llama4_temp", "j_sqrt_log_n"):
+        assert dag[f"eval_niah/{variant}/seed0"].inputs == (f"rope_sft/{variant}/seed0",)
+    assert len(dag) == 6 * 6 + 1 and decl.stages == PAPER.stages
+
+
 def to_run(overrides: list[str]) -> set[str]:
     _, jobs = plan(overrides)
     return {job.name for job in jobs if job.done is None}

@@ -32,11 +32,14 @@ def test_every_declared_stage_has_a_spec(name: str) -> None:
 
 @pytest.mark.slow
 def test_every_stage_runs_on_its_declared_keys_only(tmp_path: Path, shared_cache: Path) -> None:
-    # (f) pulls in (a): every stage module of the paper's declaration runs once
-    overrides = ["preset=smoke", "pipeline.variants=[f_switch_during_pretrain]",
+    # (g) and (f) pull in (a): every stage module runs, and both checkpoints a variant may
+    # start from; the scaling-laws declaration, with a variant of the paper's beside its own
+    overrides = ["preset=smoke", "pipeline.file=scaling_laws",
+                 "pipeline.variants=[g_qwen_logn_inference,f_switch_during_pretrain]",
                  "pipeline.strict_reads=true", f"paths.output_dir={tmp_path}",
                  f"paths.cache_dir={shared_cache}"]  # fmt: skip
     assert main(["run", *overrides]) == 0
     _, jobs = plan(overrides)
-    assert {j.module for j in jobs} == set(load("paper").stages.values())
+    assert {j.module for j in jobs} == set(load("scaling_laws").stages.values())
+    assert len(jobs) == 3 * 6 + 1
     assert all(j.done is not None for j in jobs)

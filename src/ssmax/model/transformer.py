@@ -109,7 +109,7 @@ class Transformer(nn.Module):
         positions = torch.arange(past, past + t, device=input_ids.device)
         cos, sin = rope_angles(positions, self.head_dim, self.rope_theta)
         n = positions + 1  # keys seen by each query under the causal mask
-        term = length_term(self.variant, n, getattr(self, "p_n", None))
+        term = length_term(self.variant, n, getattr(self, "p_n", None), self.train_len)
         x = self.tok_emb(input_ids)
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, term, cache, i)
