@@ -38,13 +38,14 @@ from ssmax.lit.resume import (
     active_deferral,
 )
 from ssmax.model import load_backbone
-from ssmax.pipeline.slurm import launcher_value
+from ssmax.ranks import global_rank
+from ssmax.resolvers import launcher_value, register_resolvers
 from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
-OmegaConf.register_new_resolver("ssmax_slurm", launcher_value, replace=True)
+register_resolvers()
 
 
 @dataclass
@@ -58,16 +59,6 @@ class TrainResult:
 def data_state_path(weights: Path) -> Path:
     """Where the data stood at a model_step<N>.pt: data_step<N>.json beside it."""
     return weights.with_name(weights.stem.replace("model_step", "data_step") + ".json")
-
-
-def global_rank() -> int:
-    """This process's rank among all processes of a multi-process (DDP) run; 0 when alone.
-    Read from the environment (torchrun's RANK, SLURM's SLURM_PROCID) like Lightning does, so
-    that it is known before any Trainer exists."""
-    for var in ("RANK", "SLURM_PROCID"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
 
 
 def precision(setting: str) -> str:

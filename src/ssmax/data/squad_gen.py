@@ -16,6 +16,7 @@ import re
 from omegaconf import DictConfig
 
 from ssmax.data.corpus import load_embedded
+from ssmax.data.squad_schema import squad_features
 
 NAMES = [
     "Mr. Ashby", "Mrs. Bertram", "Miss Carrow", "Captain Dunmore", "Lady Ellison",
@@ -124,8 +125,6 @@ def make_example(rng: random.Random, sents: list[str], lo: int, hi: int, answera
 def generate_squad(data_cfg: DictConfig, seed: int | None = None):
     """data.sft_num_examples rows as a datasets.Dataset with SQuAD 2.0 columns."""
     import datasets
-
-    from ssmax.data.squad import squad_features
 
     seed = int(data_cfg.get("sft_seed", 0) if seed is None else seed)
     train = load_embedded(data_cfg, "train")

@@ -123,9 +123,9 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     When several processes run the node (DDP: one SLURM task per device), each runs the stage
     (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
     the done-marker. The others return the record without writing it."""
+    from ssmax.ranks import global_rank
     from ssmax.stages.common import StageContext
     from ssmax.tracking import child_run, finish_run
-    from ssmax.train import global_rank
 
     if job.threads:
         import torch

@@ -1,0 +1,37 @@
+"""Every OmegaConf resolver of the project, registered in one place (register_resolvers).
+
+`${ssmax_slurm:KEY}` in conf/hydra/launcher/ssmax_slurm.yaml: the SLURM profile's resource for
+the stage of the run's objective (the multirun launcher of `python -m ssmax.train`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config import CONF_DIR, ConfigError
+
+
+def launcher_value(key: str, _root_: DictConfig) -> Any:
+    """`${ssmax_slurm:KEY}`: the profile's resource for the stage of the run's objective
+    (pretrain or sft); max_requeues defaults to conf/executor/slurm.yaml's."""
+    from ssmax.pipeline.slurm.profile import stage_resources
+
+    if "executor" not in _root_ or "partition" not in _root_.executor:
+        raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
+                          "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip
+    if key == "max_requeues":
+        default = OmegaConf.load(CONF_DIR / "executor" / "slurm.yaml").max_requeues
+        return int(_root_.executor.get("max_requeues", default))
+    res = stage_resources(_root_, "sft" if _root_.get("objective") == "sft" else "pretrain")
+    if key == "gpus_per_node":
+        return res[key] or None  # no --gpus-per-node=0 on GPU-less sites
+    if key == "additional_parameters":
+        return res[key] or {}
+    return res[key]
+
+
+def register_resolvers() -> None:
+    """Idempotent: entry points call it before composing a config."""
+    OmegaConf.register_new_resolver("ssmax_slurm", launcher_value, replace=True)
