@@ -58,6 +58,49 @@ def check_cli_choices(argv: Sequence[str]) -> None:
             )
 
 
+# Blocks whose keys are open by design: per-variant overrides, MLflow tags, callbacks, the
+# profile's per-stage resources and sbatch extras; and Hydra's own settings.
+OPEN_KEYS = ("pipeline.overrides", "tracking.tags", "trainer.callbacks", "executor.stages",
+             "executor.additional_parameters", "hydra")  # fmt: skip
+
+
+def _leaves(node: object, prefix: str = "") -> list[str]:
+    if not isinstance(node, dict):
+        return []
+    return [
+        k for key, v in node.items() for k in [f"{prefix}{key}", *_leaves(v, f"{prefix}{key}.")]
+    ]
+
+
+def check_override_keys(argv: Sequence[str], config_name: str = "config") -> None:
+    """A dotted override (or +addition) of a key the config does not have fails in one line
+    naming the key and its nearest valid neighbours (trainer.pretrain.lrr=1 -> lr), before
+    any work. The config of reference is composed with the group choices of argv only."""
+    import difflib
+
+    dotted = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
+    dotted = [(k, a) for k, a in dotted if "." in k and not k.startswith(OPEN_KEYS)]
+    if not dotted:
+        return
+    groups = [a for a in argv if "=" in a and "." not in a.partition("=")[0]]
+    groups = [a for a in groups if not a.startswith("-")]
+    ref = OmegaConf.to_container(compose(*groups, config_name=config_name), resolve=False)
+    keys = _leaves(ref)
+    for key, arg in dotted:
+        if key in keys:
+            continue
+        parent = key.rpartition(".")[0]
+        siblings = [k for k in keys if k.rpartition(".")[0] == parent] if parent in keys else keys
+        near = difflib.get_close_matches(key, siblings, n=3, cutoff=0.6)
+        hint = (
+            f"nearest: {', '.join(near)}"
+            if near
+            else f"keys under {parent or 'the root'}: "
+            + ", ".join(k.rpartition(".")[2] for k in siblings[:12])
+        )
+        raise ConfigError(f"{arg}: {key} is not a config key; {hint}")
+
+
 def _check_stage(cfg: DictConfig, stage: str, devices: int, num_nodes: int) -> None:
     s = cfg.trainer[stage]
     key = f"trainer.{stage}"

@@ -24,6 +24,7 @@ from ssmax.config import (
     ConfigError,
     absolute_paths,
     check_cli_choices,
+    check_override_keys,
     model_config,
     validate,
     variant_config,
@@ -286,6 +287,7 @@ def check_launcher(argv: list[str]) -> None:
 def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
+        check_override_keys([a for a in sys.argv[1:] if a != "-m" and not a.startswith("--")])
         check_launcher(sys.argv[1:])
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -15,7 +15,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from ssmax.config import ConfigError, check_cli_choices
+from ssmax.config import ConfigError, check_cli_choices, check_override_keys
 
 
 def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         if command not in ("run", "plan", "status"):
             raise ConfigError(f"command {command!r} is unknown; allowed: run, plan, status")
         check_cli_choices(overrides)
+        check_override_keys(overrides, config_name="pipeline")
         if command == "run":
             return run(overrides)
         from ssmax.pipeline.run import plan
