@@ -83,7 +83,7 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
     if not dotted:
         return
     groups = [a for a in argv if "=" in a and "." not in a.partition("=")[0]]
-    groups = [a for a in groups if not a.startswith("-")]
+    groups = [a.partition(",")[0] for a in groups if not a.startswith("-")]  # a sweep: its first
     ref = OmegaConf.to_container(compose(*groups, config_name=config_name), resolve=False)
     keys = _leaves(ref)
     for key, arg in dotted:
