@@ -12,13 +12,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.model import ModelConfig, VariantConfig
-from ssmax.model.attention import SCALES
+from ssmax.schema import OBJECTIVES, PipelineConfig, TrainConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-OBJECTIVES = ("pretrain", "sft")
-SCHEDULES = ("constant", "cosine")
-TOKENIZERS = ("bpe", "gpt2")
 GPT2_VOCAB = 50257
+SCHEMAS = {"train": TrainConfig, "pipeline": PipelineConfig}
 
 
 class ConfigError(ValueError):
@@ -30,14 +28,36 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def store_schemas() -> None:
+    """Register the schema (ssmax.schema) with Hydra's ConfigStore: the `schema` group that
+    conf/config.yaml (train) and conf/pipeline.yaml (pipeline) merge first. Idempotent."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for name, node in SCHEMAS.items():
+        store.store(group="schema", name=name, node=node, package="_global_")
+
+
+store_schemas()  # before any compose: the entry points import this module first
+
+
 def compose(*overrides: str, config_name: str = "config") -> DictConfig:
     """The composed config, as `python -m ssmax.train <overrides>` would see it (or the
-    pipeline entry, with config_name="pipeline")."""
+    pipeline entry, with config_name="pipeline"). A value of the wrong type, or a key the
+    schema lacks, raises ConfigError in one line."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from ssmax.schema_rules import one_line
+
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose(config_name, overrides=list(overrides))
+        try:
+            return hydra_compose(config_name, overrides=list(overrides))
+        except Exception as err:  # Hydra's and OmegaConf's errors span several lines
+            message = one_line(err)
+            if message is None:
+                raise
+            raise ConfigError(message) from None
 
 
 def group_options(group: str) -> list[str]:
@@ -101,30 +121,49 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
         raise ConfigError(f"{arg}: {key} is not a config key; {hint}")
 
 
-def _check_stage(cfg: DictConfig, stage: str, devices: int, num_nodes: int) -> None:
-    s = cfg.trainer[stage]
-    key = f"trainer.{stage}"
-    _require(s.lr > 0, f"{key}.lr={s.lr} must be > 0")
-    _require(s.schedule in SCHEDULES, f"{key}.schedule={s.schedule!r}; allowed: {SCHEDULES}")
-    _require(s.batch_size > 0, f"{key}.batch_size={s.batch_size} must be > 0")
-    _require(s.weight_decay >= 0, f"{key}.weight_decay={s.weight_decay} must be >= 0")
-    per_update = s.batch_size * devices * num_nodes
+def first_choices(argv: Sequence[str]) -> list[str]:
+    """The overrides of argv with each sweep (a,b / choice(a,b) / range(3)) at its first value;
+    Hydra's own settings (hydra.*, hydra/...) are left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out = []
+    for arg in (a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra")):
+        (override,) = OverridesParser.create().parse_overrides([arg])
+        if override.is_sweep_override():
+            first = next(iter(override.sweep_string_iterator()), None)
+            arg = arg if first is None else f"{override.get_key_element()}={first}"
+        out.append(arg)
+    return out
+
+
+def check_compose(argv: Sequence[str], config_name: str = "config") -> DictConfig:
+    """Compose and validate what argv asks for (a sweep: its first choices), so that a value of
+    the wrong type or out of range fails in one line before any work or job starts."""
+    cfg = compose(*first_choices(argv), config_name=config_name)
+    validate(cfg)
+    return cfg
+
+
+def _check_batch(cfg: DictConfig, stage: str) -> None:
+    s, t = cfg.trainer[stage], cfg.trainer
+    per_update = s.batch_size * t.devices * t.num_nodes
     _require(
         s.global_batch % per_update == 0,
-        f"{key}.global_batch={s.global_batch} must be a multiple of batch_size x devices x "
-        f"num_nodes = {s.batch_size} x {devices} x {num_nodes} = {per_update} (the rest is "
-        "gradient accumulation)",
+        f"trainer.{stage}.global_batch={s.global_batch} must be a multiple of batch_size x "
+        f"devices x num_nodes = {s.batch_size} x {t.devices} x {t.num_nodes} = {per_update} "
+        "(the rest is gradient accumulation)",
     )
 
 
 def validate(cfg: DictConfig) -> None:
-    """Raise ConfigError on the first bad setting."""
-    _require(cfg.objective in OBJECTIVES, f"objective={cfg.objective!r}; allowed: {OBJECTIVES}")
-    _require(cfg.data.seq_len > 0, f"data.seq_len={cfg.data.seq_len} must be > 0")
-    _require(
-        cfg.data.tokenizer in TOKENIZERS,
-        f"data.tokenizer={cfg.data.tokenizer!r}; allowed: {TOKENIZERS}",
-    )
+    """Raise ConfigError on the first bad setting: a field outside its schema rule (ranges,
+    choices: ssmax.schema), then the rules between fields."""
+    from ssmax.schema_rules import RuleError, check_rules
+
+    try:
+        check_rules(cfg)
+    except RuleError as err:
+        raise ConfigError(str(err)) from None
     if cfg.data.tokenizer == "gpt2":
         _require(
             cfg.data.vocab_size == GPT2_VOCAB,
@@ -138,21 +177,13 @@ def validate(cfg: DictConfig) -> None:
     m = cfg.model
     _require(m.dim % m.n_heads == 0, f"model.dim={m.dim} must be divisible by model.n_heads")
     _require((m.dim // m.n_heads) % 2 == 0, "model.dim / model.n_heads must be even for RoPE")
-    _require(m.rope_theta > 0, f"model.rope_theta={m.rope_theta} must be > 0")
     v = cfg.variant
-    _require(v.scale in SCALES, f"variant.scale={v.scale!r}; allowed: {SCALES}")
     _require(
-        v.s_init == "inv_mean_log_n" or isinstance(v.s_init, int | float),
+        not isinstance(v.s_init, str) or v.s_init == "inv_mean_log_n",
         f"variant.s_init={v.s_init!r}; allowed: a number or 'inv_mean_log_n'",
     )
-    _require(cfg.trainer.devices > 0, f"trainer.devices={cfg.trainer.devices} must be > 0")
-    num_nodes = cfg.trainer.get("num_nodes", 1)
-    _require(
-        isinstance(num_nodes, int) and num_nodes > 0,
-        f"trainer.num_nodes={num_nodes} must be an integer > 0",
-    )
     for stage in OBJECTIVES:
-        _check_stage(cfg, stage, cfg.trainer.devices, num_nodes)
+        _check_batch(cfg, stage)
 
 
 def model_config(cfg: DictConfig) -> ModelConfig:

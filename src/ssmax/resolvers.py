@@ -10,21 +10,20 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import CONF_DIR, ConfigError
+from ssmax.config import ConfigError
 
 
 def launcher_value(key: str, _root_: DictConfig) -> Any:
     """`${ssmax_slurm:KEY}`: the profile's resource for the stage of the run's objective
-    (pretrain or sft); max_requeues defaults to conf/executor/slurm.yaml's."""
+    (pretrain or sft); the others, e.g. max_requeues, from the schema's executor defaults."""
     from ssmax.pipeline.slurm.profile import stage_resources
 
-    if "executor" not in _root_ or "partition" not in _root_.executor:
+    if _root_.executor is None or _root_.executor.partition is None:
         raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
                           "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip
     if key == "max_requeues":
-        default = OmegaConf.load(CONF_DIR / "executor" / "slurm.yaml").max_requeues
-        return int(_root_.executor.get("max_requeues", default))
-    res = stage_resources(_root_, "sft" if _root_.get("objective") == "sft" else "pretrain")
+        return int(_root_.executor.max_requeues)
+    res = stage_resources(_root_, "sft" if _root_.objective == "sft" else "pretrain")
     if key == "gpus_per_node":
         return res[key] or None  # no --gpus-per-node=0 on GPU-less sites
     if key == "additional_parameters":

@@ -24,6 +24,7 @@ from ssmax.config import (
     ConfigError,
     absolute_paths,
     check_cli_choices,
+    check_compose,
     check_override_keys,
     model_config,
     validate,
@@ -102,7 +103,7 @@ def mlflow_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
         ensure_experiment(cfg)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
-    tags = run_tags(cfg) | dict(cfg.tracking.get("tags") or {})
+    tags = run_tags(cfg) | dict(cfg.tracking.tags)
     if cfg.tracking.parent_run_id:  # a child of the pipeline's run
         tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
     logger = ResumableMLFlowLogger(
@@ -127,7 +128,7 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     absolute_paths(cfg)
     L.seed_everything(cfg.seed, workers=True)
     stage = cfg.trainer[cfg.objective]
-    devices, num_nodes = cfg.trainer.devices, cfg.trainer.get("num_nodes", 1)
+    devices, num_nodes = cfg.trainer.devices, cfg.trainer.num_nodes
     ranks = devices * num_nodes  # validate() checked that the global batch divides
     accumulate = stage.global_batch // (stage.batch_size * ranks)
     rank0 = global_rank() == 0  # only rank 0 writes the run folder and talks to MLflow
@@ -183,7 +184,7 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         callbacks.append(StepBoundary(deferred, last, run_dir))
     if cfg.trainer.progress_bar:
         callbacks.append(L.pytorch.callbacks.RichProgressBar())
-    callbacks += [hydra.utils.instantiate(c) for c in cfg.trainer.get("callbacks") or []]
+    callbacks += [hydra.utils.instantiate(c) for c in cfg.trainer.callbacks]
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator,
         devices=devices,
@@ -287,8 +288,10 @@ def check_launcher(argv: list[str]) -> None:
 def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
-        check_override_keys([a for a in sys.argv[1:] if a != "-m" and not a.startswith("--")])
+        overrides = [a for a in sys.argv[1:] if a != "-m" and not a.startswith("--")]
+        check_override_keys(overrides)
         check_launcher(sys.argv[1:])
+        check_compose(overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

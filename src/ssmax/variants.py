@@ -13,7 +13,8 @@ report, the claims, the plots and the cost table read these facts, never a list 
     pretrain     full, or short: pipeline.pn_fraction of the steps (Sec. 2.1)
     curve        whether Fig. 4 shows its pretraining curve
 
-A variant's YAML inherits its parents' facts through its `defaults:` list, as Hydra does.
+A variant's YAML inherits its parents' facts through its `defaults:` list, as Hydra does; what
+it leaves out takes the schema's default (ssmax.schema.VariantSchema, VariantFacts).
 """
 
 from __future__ import annotations
@@ -25,20 +26,24 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ssmax.schema import VariantFacts, VariantSchema
+
 VARIANT_DIR = Path(__file__).resolve().parents[2] / "conf" / "variant"
 CHECKPOINTS = ("weights", "switch_point")  # outputs of a pretrain node a variant may start from
 
 
 @dataclass(frozen=True)
 class Facts:
+    """A variant's name and its facts (their defaults and docs: ssmax.schema.VariantFacts)."""
+
     name: str
     letter: str
     label: str
     color: str
-    start: dict[str, str] | None = None
-    evals: bool = True
-    pretrain: str = "full"
-    curve: bool = False
+    start: dict[str, str] | None
+    evals: bool
+    pretrain: str
+    curve: bool
 
 
 def _raw(name: str) -> dict[str, Any]:
@@ -54,15 +59,20 @@ def _raw(name: str) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.merge(merged, own))
 
 
+def _full(name: str) -> dict[str, Any]:
+    """The variant's YAML over the schema's defaults: every key, typed."""
+    return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(VariantSchema), _raw(name)))
+
+
 @cache
 def facts(name: str) -> Facts:
     raw = _raw(name).get("facts") or {}
-    allowed = {f.name for f in fields(Facts)} - {"name"}
+    allowed = {f.name for f in fields(VariantFacts)}
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ValueError(f"conf/variant/{name}.yaml: facts.{unknown[0]} is unknown; "
                          f"allowed: {', '.join(sorted(allowed))}")  # fmt: skip
-    result = Facts(name=name, **raw)
+    result = Facts(name=name, **_full(name)["facts"])
     if result.start is not None and result.start.get("checkpoint") not in CHECKPOINTS:
         raise ValueError(f"conf/variant/{name}.yaml: facts.start.checkpoint must be one of "
                          f"{CHECKPOINTS}")  # fmt: skip
@@ -87,7 +97,7 @@ def by_letter() -> dict[str, str]:
 
 def model_key(variant: str, key: str) -> object:
     """One key of the variant's model part (e.g. scale), for the report's figures."""
-    return _raw(variant).get(key)
+    return _full(variant)[key]
 
 
 def label(variant: str) -> str:

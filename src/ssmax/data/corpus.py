@@ -111,7 +111,7 @@ def load_slimpajama(data_cfg: DictConfig, split: str):
     import datasets
 
     _check_split(split)
-    local = data_cfg.get("slimpajama_files")
+    local = data_cfg.slimpajama_files
     if local:
         by_split = isinstance(local, DictConfig | dict)
         files = _as_files(local[split] if by_split else local)

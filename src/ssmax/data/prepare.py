@@ -45,7 +45,7 @@ def inputs(data_cfg: DictConfig) -> tuple[dict[str, list[str]], dict[str, Any]]:
         path = str(embedded_jsonl(data_cfg))
         source = {"source": "embedded", "sha256": embedded_sha()}
         files: Any = [path]
-    elif data_cfg.source == "slimpajama" and data_cfg.get("slimpajama_files"):
+    elif data_cfg.source == "slimpajama" and data_cfg.slimpajama_files:
         files = OmegaConf.to_container(data_cfg.slimpajama_files, resolve=True)
         files = [files] if isinstance(files, str) else files
         source = {"source": "slimpajama", "files": files}
@@ -114,7 +114,7 @@ def prepare(cfg: DictConfig) -> Path:
     import datasets
 
     data_cfg = cfg.data
-    if not data_cfg.get("shards_dir"):
+    if not data_cfg.shards_dir:
         raise ConfigError("data.shards_dir is not set: the folder to write the shards into")
     folder = Path(data_cfg.shards_dir).expanduser().resolve()
     by_split, source = inputs(data_cfg)

@@ -83,7 +83,7 @@ def load_squad(data_cfg: DictConfig, split: str, filtered: bool = True):
 
         ds = _hash_split(generate_squad(data_cfg), split, float(data_cfg.sft_val_fraction))
     elif source == "squad_v2":
-        local = data_cfg.get("squad_files")
+        local = data_cfg.squad_files
         if local:
             by_split = isinstance(local, DictConfig | dict)
             files = local[split] if by_split else local

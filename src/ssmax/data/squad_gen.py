@@ -126,7 +126,7 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
     """data.sft_num_examples rows as a datasets.Dataset with SQuAD 2.0 columns."""
     import datasets
 
-    seed = int(data_cfg.get("sft_seed", 0) if seed is None else seed)
+    seed = int(data_cfg.sft_seed if seed is None else seed)
     train = load_embedded(data_cfg, "train")
     docs = [sentences(t) for t in train["text"]]
     titles = [f"{b} ch. {c}" for b, c in zip(train["book"], train["chapter"], strict=True)]

@@ -24,7 +24,7 @@ also the cache length when decoding with a KV cache.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -38,17 +38,18 @@ SCALES = ("none", "log_n", "p_n", "qwen_log_n", "llama4", "sqrt_log_n")
 
 @dataclass
 class VariantConfig:
-    """Mirrors conf/variant/*.yaml."""
+    """The model's part of the `variant` config group (conf/variant/*.yaml; schema:
+    ssmax.schema adds the variant's `facts:`)."""
 
-    name: str = "a_softmax"
-    scale: str = "none"  # none | log_n | p_n: the length term multiplying q
+    name: str = "a_softmax"  # the option's name
+    scale: str = field(default="none", metadata={"choices": SCALES})  # the length term on q
     learn_s: bool = False  # s is a parameter per layer and head (else a fixed buffer)
-    s_init: float | str = 1.0  # a number, or "inv_mean_log_n" (Sec. 3 (e): 1 / mean log n)
+    s_init: int | float | str = 1.0  # a number, or "inv_mean_log_n" (Sec. 3 (e): 1 / mean log n)
     bias: bool = False  # learnable b per layer and head, added to the multiplier (Eq. 4)
-    b_init: float = 0.0
+    b_init: float = 0.0  # b's initial value
     pn_init: float = 1.0  # Sec. 2.1: p_n initialised to 1
-    beta: float = 0.1  # llama4: the temperature's slope (Llama 4's attn_scale)
-    floor_scale: float = 1.0  # llama4: the step of n, in training lengths N (Llama 4: 8192 tokens)
+    beta: float = 0.1  # llama4 only: the temperature's slope (Llama 4's attn_scale)
+    floor_scale: float = field(default=1.0, metadata={"gt": 0})  # llama4 only: n's step, in N
 
 
 def inv_mean_log_n(train_len: int) -> float:

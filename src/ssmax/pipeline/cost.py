@@ -114,9 +114,7 @@ def executor_gpus(base: DictConfig) -> Callable[[NodeJob, DictConfig], int]:
             return int(res["gpus_per_node"] or 0) * int(res["nodes"])
 
         return slurm
-    return lambda job, cfg: (
-        cfg.trainer.devices * cfg.trainer.get("num_nodes", 1) if job.trains else 1
-    )
+    return lambda job, cfg: cfg.trainer.devices * cfg.trainer.num_nodes if job.trains else 1
 
 
 def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
@@ -137,7 +135,7 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     c = base.cost
     throughput = float(c.peak_flops) * float(c.mfu)
     if base.executor.kind == "slurm":
-        where = f"the SLURM profile (partition {base.executor.get('partition')})"
+        where = f"the SLURM profile (partition {base.executor.partition})"
     else:  # in process: trainer.devices x num_nodes for training, one GPU per eval
         where = (f"executor={base.executor.kind}: trainer.devices x num_nodes; a cluster: "
                  "executor=slurm executor/slurm/profile=<name>")  # fmt: skip

@@ -68,13 +68,13 @@ def data_manifest(cfg: DictConfig) -> str:
 def training_data(cfg: DictConfig) -> dict[str, object]:
     """What pretraining reads beyond its config: the prepared shards' manifest, or for a stream
     packed per (rank, DataLoader worker) the number of those shards (it shapes the rows)."""
-    if cfg.data.get("shards_dir"):
+    if cfg.data.shards_dir:
         from ssmax.data.shards import manifest_sha
 
         return {"shards": manifest_sha(cfg.data.shards_dir)}
     if cfg.data.source == "slimpajama":
         t = cfg.trainer
-        return {"stream_shards": t.devices * t.get("num_nodes", 1) * max(cfg.data.num_workers, 1)}
+        return {"stream_shards": t.devices * t.num_nodes * max(cfg.data.num_workers, 1)}
     return {}
 
 

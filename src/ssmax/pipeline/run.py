@@ -71,7 +71,7 @@ def compose_pipeline(
     if variant is None:
         declared(base)
         return base
-    extra = list(base.pipeline.overrides.get(variant, []))
+    extra = list(base.pipeline.overrides.get(variant) or [])
     return compose(*overrides, f"variant={variant}", f"seed={seed}", *extra, config_name="pipeline")
 
 
@@ -147,7 +147,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     tracked = rank0 and not job.trains  # training makes its own MLflow run (rank 0's logger)
     run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
     stage_cfg = cfg
-    if cfg.pipeline.get("strict_reads"):  # the stage sees only what it declares
+    if cfg.pipeline.strict_reads:  # the stage sees only what it declares
         spec = stage_spec(job.module)
         stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
     ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job))

@@ -56,7 +56,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     base = per_position_loss(model, sequences[:, : train_len + 1]).mean().item()
     model.rope_theta = trained_theta
     out["base_theta_loss_at_1x"] = metrics["eval/base_theta_loss_at_1x"] = base
-    if spec_from_cfg(cfg.data.get("facts")).fraction > 0:
+    if spec_from_cfg(cfg.data.facts).fraction > 0:
         planted = test_fact_sequences(
             cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed
         )

@@ -67,7 +67,7 @@ def run_cli(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log
         f"{len(sub.adopted)} already in flight ({time.perf_counter() - start:.1f} s)")  # fmt: skip
     if sub.closer:
         log(f"MLflow run {sub.parent_run_id} is closed by job {sub.closer} when they end")
-    if not cfg.executor.get("wait", False):
+    if not cfg.executor.wait:
         log(f"watch: {watch}")
         return 0
     ids = [*sub.submitted.values(), *sub.adopted.values()]

@@ -24,19 +24,19 @@ RESOURCE_KEYS = (
 def stage_resources(cfg: DictConfig, stage: str) -> dict[str, Any]:
     """The profile's resources with the stage's own settings (executor.stages.<stage>) on top."""
     ex = OmegaConf.to_container(cfg.executor, resolve=True)
-    res = {key: ex.get(key) for key in RESOURCE_KEYS}
-    res.update((ex.get("stages") or {}).get(stage) or {})
+    res = {key: ex[key] for key in RESOURCE_KEYS}
+    res.update(ex["stages"].get(stage) or {})
     return res
 
 
 def check_profile(cfg: DictConfig, jobs: list[NodeJob]) -> None:
     """Raise ConfigError (one line) on a profile that SLURM or Lightning would reject later."""
-    requeues = cfg.executor.get("max_requeues")
+    requeues = cfg.executor.max_requeues
     _require(isinstance(requeues, int) and requeues >= 0,
              f"executor.max_requeues={requeues} must be an integer >= 0")  # fmt: skip
     stages = {job.stage: job.trains for job in jobs}
     declared = load(str(cfg.pipeline.file)).stages
-    for stage, extra in (cfg.executor.get("stages") or {}).items():
+    for stage, extra in cfg.executor.stages.items():
         _require(stage in declared, f"executor.stages.{stage}: unknown stage; allowed: "
                  f"{', '.join(declared)}")  # fmt: skip
         unknown = sorted(set(extra or {}) - set(RESOURCE_KEYS))
@@ -85,7 +85,7 @@ def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
     batch_size x devices x nodes (the rest is gradient accumulation, see ssmax.train)."""
     cfg = OmegaConf.create(job.cfg_yaml)
     gpus, nodes = int(res["gpus_per_node"] or 0), int(res["nodes"])
-    devices, num_nodes = cfg.trainer.devices, cfg.trainer.get("num_nodes", 1)
+    devices, num_nodes = cfg.trainer.devices, cfg.trainer.num_nodes
     _require(num_nodes in (1, nodes), f"{job.name}: trainer.num_nodes={num_nodes} but the "
              f"profile gives stage {job.stage} nodes={nodes}: leave trainer.num_nodes at 1 "
              "(the profile's nodes is used) or change the profile")  # fmt: skip

@@ -124,7 +124,7 @@ def submit(
 def _snapshot_setup(cfg: DictConfig) -> list[str]:
     """With executor.snapshot, the jobs import a copy of the code as it is now (see
     ssmax.pipeline.snapshot), not the checkout as it will be when they start."""
-    if not cfg.executor.get("snapshot", False):
+    if not cfg.executor.snapshot:
         return []
     from ssmax.pipeline.snapshot import setup_lines, snapshot
 
@@ -167,7 +167,7 @@ def wait(
 ) -> list[NodeStatus]:
     """Poll SLURM until no node job in ids (nor the closing job) is queued or running; log each
     node as it ends."""
-    poll = float(cfg.executor.get("poll_s", 5))
+    poll = float(cfg.executor.poll_s)
     reported: set[str] = set()
     while True:
         statuses = node_states(cfg, jobs, read_book(cfg))
