@@ -66,3 +66,15 @@ def test_no_file_in_src_is_over_400_lines() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def test_atomic_writes_go_through_ssmax_io() -> None:
+    """One atomic-write helper (ssmax.io): no hand-written temp-file-and-rename elsewhere."""
+    hand_written = [
+        f"{path.relative_to(SRC)}:{i}"
+        for path in modules().values()
+        if path.name != "io.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "os.replace(" in line or ".rename(" in line or '.tmp"' in line
+    ]
+    assert not hand_written, hand_written

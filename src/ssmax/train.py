@@ -30,7 +30,7 @@ from ssmax.config import (
     validate,
     variant_config,
 )
-from ssmax.data.corpus import atomic_write
+from ssmax.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from ssmax.lit.module import LitLM
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
@@ -77,12 +77,6 @@ def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def save_atomic(obj: object, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     if cfg.objective == "sft":
         from ssmax.data.sft import SFTDataModule
@@ -115,7 +109,7 @@ def mlflow_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     )
     if run_id is None:
         log_config(logger.experiment, logger.run_id, cfg)
-        id_file.write_text(logger.run_id)
+        atomic_write_text(id_file, logger.run_id)
     return logger
 
 
@@ -164,7 +158,7 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     last = run_dir / "checkpoints" / "last.ckpt"
     if rank0:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     logger = mlflow_logger(cfg, run_dir) if cfg.tracking.enabled and rank0 else False
     callbacks: list[L.Callback] = [
         L.pytorch.callbacks.ModelCheckpoint(
@@ -215,7 +209,7 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     trainer.validate(lit, datamodule=datamodule, verbose=False)
     weights = run_dir / WEIGHTS_FILE
     if rank0:
-        save_atomic(lit.model.state_dict(), weights)
+        atomic_torch_save(lit.model.state_dict(), weights)
     metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
 
@@ -251,8 +245,8 @@ class SaveWeightsAt(L.Callback):
         state |= datamodule.state_dict()  # collective under DDP: every rank calls it
         path = self.paths[step]
         if trainer.is_global_zero and not path.exists():
-            atomic_write(data_state_path(path), json.dumps(state).encode())
-            save_atomic(lit.model.state_dict(), path)
+            atomic_write_json(data_state_path(path), state)
+            atomic_torch_save(lit.model.state_dict(), path)
 
 
 def _requeueable() -> AbstractContextManager[object]:

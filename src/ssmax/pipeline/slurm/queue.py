@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from ssmax.config import ConfigError
+from ssmax.io import atomic_write_json
 
 if TYPE_CHECKING:
     from ssmax.pipeline.run import NodeJob
@@ -88,9 +89,7 @@ def _locked_book(cfg: DictConfig) -> Iterator[dict[str, Any]]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         book = read_book(cfg)
         yield book
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(book, indent=2, sort_keys=True))
-        tmp.replace(path)
+        atomic_write_json(path, book, indent=2, sort_keys=True)
 
 
 def read_book(cfg: DictConfig) -> dict[str, Any]:
