@@ -109,7 +109,7 @@ def data_cfg(shared_cache: Path) -> DictConfig:
 def test_fig7_and_fig8_entries(data_cfg: DictConfig) -> None:
     tokenizer = load_tokenizer(data_cfg)
     model = tiny_model("b_ssmax").float()
-    with scaled_rope_theta(model):
+    with scaled_rope_theta(model, 50):
         grid = needle_score_map(model, tokenizer, data_cfg, context_tokens=200)
         trials = top_needle_scores(model, tokenizer, data_cfg, context_tokens=200, trials=3)
     assert grid.shape == (2, 2) and bool(((grid > 0) & (grid < 1)).all())

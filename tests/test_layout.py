@@ -78,3 +78,16 @@ def test_atomic_writes_go_through_ssmax_io() -> None:
         if "os.replace(" in line or ".rename(" in line or '.tmp"' in line
     ]
     assert not hand_written, hand_written
+
+
+def test_theta_is_scaled_in_one_place() -> None:
+    """RoPE theta x rope_factor: ssmax.evals.common (scaled_theta, scaled_rope_theta) only."""
+    allowed = {"evals/common.py", "model/transformer.py"}  # the mechanism; the model's own init
+    setters = [
+        f"{path.relative_to(SRC / 'ssmax')}:{i}"
+        for path in modules().values()
+        if str(path.relative_to(SRC / "ssmax")) not in allowed
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if ".rope_theta =" in line or ".rope_theta *=" in line or "rope_factor) *" in line
+    ]
+    assert not setters, setters
