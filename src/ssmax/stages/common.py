@@ -29,7 +29,7 @@ class StageContext:
 
 
 def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
-    """The node's config as ssmax.train expects it: its folder, its MLflow name and parent."""
+    """The node's config as ssmax.training.train expects it: its folder, MLflow name, parent."""
     cfg = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
     cfg.objective = objective
     cfg.paths.run_dir = str(ctx.out_dir)

@@ -22,7 +22,7 @@ SPEC = StageSpec(
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.train import data_state_path, train
+    from ssmax.training import data_state_path, train
 
     cfg = train_cfg(ctx, "pretrain")
     steps = cfg.trainer.pretrain.max_steps

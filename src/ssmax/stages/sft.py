@@ -16,7 +16,7 @@ SPEC = StageSpec(
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.train import train
+    from ssmax.training import train
 
     cfg = train_cfg(ctx, "sft")
     cfg.init_from = ctx.only_input()["weights"]

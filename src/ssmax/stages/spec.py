@@ -11,7 +11,8 @@ from dataclasses import dataclass
 # Read by every stage and never part of a result: where files go, MLflow, names.
 COMMON_USES = ("paths", "tracking", "preset", "run_name", "objective", "init_from")
 # Code every training stage runs, relative to src/ssmax.
-TRAIN_CODE = ("model", "lit", "data", "train.py", "config.py", "stages/common.py")
+TRAIN_CODE = ("model", "lit", "data", "training.py", "config.py", "schema.py", "io.py",
+              "stages/common.py")  # fmt: skip
 EVAL_CODE = ("model", "data", "evals", "stages/common.py")
 
 

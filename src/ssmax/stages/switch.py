@@ -26,7 +26,7 @@ SPEC = StageSpec(
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.train import train
+    from ssmax.training import train
 
     softmax = ctx.only_input()
     cfg = train_cfg(ctx, "pretrain")
