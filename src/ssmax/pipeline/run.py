@@ -178,6 +178,36 @@ def _tags(job: NodeJob) -> dict[str, str]:
     return tags
 
 
+class ParentRun:
+    """The MLflow run of one pipeline invocation, its nodes' runs its children. Started on first
+    use (id()): an executor that only adopts jobs already in flight starts none. An executor
+    whose own job closes it (SLURM's closing job) hands it off; else close() ends it."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg, self.handed_off = cfg, False
+        self._id: str | None = None
+
+    def id(self) -> str:
+        if self._id is None:
+            from datetime import datetime
+
+            from ssmax.tracking import git_commit, start_pipeline_run
+
+            cfg = self.cfg
+            name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
+            tags = {"kind": "pipeline", "preset": str(cfg.preset.name),
+                    "git_commit": git_commit(), "executor": str(cfg.executor.kind)}  # fmt: skip
+            self._id = start_pipeline_run(cfg, name, tags)
+        return self._id
+
+    def hand_off(self) -> None:
+        self.handed_off = True
+
+    def close(self, jobs: list[NodeJob], states: dict[str, str]) -> None:
+        if not self.handed_off:
+            close_pipeline_run(self.cfg, self.id(), jobs, states)
+
+
 def close_pipeline_run(
     cfg: DictConfig, parent_run_id: str, jobs: list[NodeJob], states: dict[str, str]
 ) -> None:

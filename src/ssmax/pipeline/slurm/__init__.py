@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime
 
 from omegaconf import DictConfig
 
-from ssmax.pipeline.run import NodeJob, close_pipeline_run
+from ssmax.pipeline.run import NodeJob, ParentRun
 from ssmax.pipeline.slurm.profile import check_profile, stage_resources
 from ssmax.pipeline.slurm.queue import (
     NodeStatus,
@@ -36,28 +35,20 @@ from ssmax.pipeline.slurm.queue import (
 from ssmax.pipeline.slurm.submit import _executor, _snapshot_setup, submit, wait
 
 Log = Callable[[str], None]
+STATES = ("cached", "done", "failed", "blocked", "queued", "running")
 
 
-def run_cli(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log = print) -> int:
-    """`python -m ssmax.pipeline run executor=slurm ...`: submit and return (or wait)."""
-    from ssmax.tracking import git_commit, start_pipeline_run
-
+def run_slurm(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
+    """The SLURM executor (ssmax.pipeline.executors): submit every node that is not cached,
+    with the job that closes the MLflow parent run, and return the nodes as queued/running;
+    with executor.wait, wait for every job and return how each ended."""
     start = time.perf_counter()
     check_profile(cfg, jobs)
-
-    def parent() -> str:
-        name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
-        tags = {"kind": "pipeline", "preset": str(cfg.preset.name), "git_commit": git_commit(),
-                "executor": "slurm"}  # fmt: skip
-        return start_pipeline_run(cfg, name, tags)
-
-    sub = submit(cfg, jobs, parent)
-    watch = "python -m ssmax.pipeline status " + " ".join(overrides)
+    sub = submit(cfg, jobs, parent.id)
     if not sub.submitted and not sub.adopted:  # everything cached: like the other executors
-        run_id = parent()
-        close_pipeline_run(cfg, run_id, jobs, {j.name: "cached" for j in jobs})
         log(f"{len(jobs)} nodes: {len(jobs)} cached; nothing to submit")
-        return 0
+        return {job.name: "cached" for job in jobs}
+    parent.hand_off()  # the closing job (this one's or an earlier invocation's) ends it
     for name, job_id in sub.submitted.items():
         log(f"submitted {job_id:>8}  {name}")
     for name, job_id in sub.adopted.items():
@@ -67,35 +58,21 @@ def run_cli(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log
         f"{len(sub.adopted)} already in flight ({time.perf_counter() - start:.1f} s)")  # fmt: skip
     if sub.closer:
         log(f"MLflow run {sub.parent_run_id} is closed by job {sub.closer} when they end")
-    if not cfg.executor.wait:
-        log(f"watch: {watch}")
-        return 0
     ids = [*sub.submitted.values(), *sub.adopted.values()]
+    if not cfg.executor.wait:
+        by_name = {s.name: s.state for s in sub.statuses}
+        return {j.name: "queued" if j.name in sub.submitted else by_name[j.name] for j in jobs}
     statuses = wait(cfg, jobs, ids, log, sub.closer)
-    bad = [s for s in statuses if s.state in ("failed", "blocked")]
-    for s in bad:
+    for s in statuses:
         if s.state == "failed":
             log(f"FAILED  {s.name} (job {s.job_id}, {s.slurm_state}); log {s.log}:\n"
                 f"{log_tail(s.log)}")  # fmt: skip
     log(summary(statuses))
-    log(f"wall time: {time.perf_counter() - start:.1f} s")
-    return 1 if bad else 0
-
-
-def run_slurm(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
-    """The executor interface of ssmax.pipeline.executors: submit, wait, {name: state}; the
-    caller owns the MLflow parent run (set on the jobs) and closes it."""
-    check_profile(cfg, jobs)
-    parent_run_id = jobs[0].parent_run_id if jobs else None
-    sub = submit(cfg, jobs, lambda: parent_run_id, closer=False)
-    ids = [*sub.submitted.values(), *sub.adopted.values()]
-    statuses = wait(cfg, jobs, ids, log) if ids else sub.statuses
-    mapping = {"done": "done", "cached": "cached", "failed": "failed", "blocked": "blocked"}
-    return {s.name: mapping.get(s.state, "failed") for s in statuses}
+    return {s.name: s.state if s.state in STATES else "failed" for s in statuses}
 
 
 __all__ = [
     "NodeStatus", "_executor", "_folder", "_snapshot_setup", "book_path", "check_profile",
-    "node_states", "print_status", "query_states", "read_book", "run_cli", "run_slurm",
+    "node_states", "print_status", "query_states", "read_book", "run_slurm",
     "stage_resources", "submit", "wait",
 ]  # fmt: skip
