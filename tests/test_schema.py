@@ -49,7 +49,7 @@ def test_composed_configs_are_typed_by_the_schema() -> None:
     assert OmegaConf.get_type(train) is schema.TrainConfig
     assert OmegaConf.get_type(pipe) is schema.PipelineConfig
     assert OmegaConf.get_type(pipe.trainer.pretrain) is schema.PretrainConfig
-    assert "pipeline" not in train and train.executor is None
+    assert "pipeline" not in train and train.executor.partition is None  # no profile
     # defaults come from the schema alone: conf/trainer/default.yaml holds none
     assert pipe.trainer.pretrain.eps == schema.PretrainConfig.eps
     assert pipe.executor.max_requeues == schema.ExecutorConfig.max_requeues == 5
@@ -114,3 +114,21 @@ def test_entry_wrong_type_is_one_line_and_exit_2(tmp_path) -> None:  # noqa: ANN
     lines = out.stderr.strip().splitlines()
     assert lines == ["error: trainer.pretrain.lr='abc' has the wrong type; allowed: a number > 0"]
     assert not (tmp_path / "mlflow.db").exists()
+
+
+def test_slurm_multirun_profile_merges_into_the_typed_executor() -> None:
+    """`python -m ssmax.train -m hydra/launcher=ssmax_slurm +executor/slurm/profile=local`: the
+    profile fills the schema's executor block, and the launcher reads it (max_requeues from the
+    schema's default)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from ssmax.config import CONF_DIR
+    from ssmax.resolvers import register_resolvers
+
+    register_resolvers()
+    overrides = ["hydra/launcher=ssmax_slurm", "+executor/slurm/profile=local", "preset=smoke"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert (launcher.partition, launcher.max_num_timeout, launcher.timeout_min) == ("debug", 5, 30)

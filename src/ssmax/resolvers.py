@@ -18,7 +18,7 @@ def launcher_value(key: str, _root_: DictConfig) -> Any:
     (pretrain or sft); the others, e.g. max_requeues, from the schema's executor defaults."""
     from ssmax.pipeline.slurm.profile import stage_resources
 
-    if _root_.executor is None or _root_.executor.partition is None:
+    if _root_.executor.partition is None:
         raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
                           "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip
     if key == "max_requeues":

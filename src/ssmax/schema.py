@@ -312,7 +312,7 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)  # optimisation, Lightning
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # MLflow
     eval: EvalConfig = field(default_factory=EvalConfig)  # the pipeline's evals
-    executor: ExecutorConfig | None = None  # hydra/launcher=ssmax_slurm: +executor/slurm/profile
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # a profile: SLURM multirun
 
 
 @dataclass
@@ -321,4 +321,3 @@ class PipelineConfig(TrainConfig):
 
     pipeline: PipelineSettings = field(default_factory=PipelineSettings)  # the declaration
     cost: CostConfig = field(default_factory=CostConfig)  # `plan`'s cost table
-    executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # conf/executor/<kind>

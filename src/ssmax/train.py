@@ -53,7 +53,7 @@ def check_launcher(argv: list[str]) -> None:
     if "hydra/launcher=ssmax_slurm" in argv and not any(
         a.lstrip("+").startswith("executor/slurm/profile=") for a in argv
     ):
-        launcher_value("partition", OmegaConf.create({"executor": None}))  # raises ConfigError
+        launcher_value("partition", OmegaConf.create({"executor": {"partition": None}}))  # raises
 
 
 def main() -> None:
