@@ -36,6 +36,7 @@ class NodeJob:
     stage: str
     module: str  # in ssmax.stages
     trains: bool  # the stage makes its own MLflow run and checkpoints
+    inline: bool  # no compute: the local executor runs it in its own process
     variant: str | None
     seed: int | None
     cfg_yaml: str
@@ -111,7 +112,7 @@ def _job(node: Node, module: str, cfg: DictConfig, upstream: dict[str, NodeJob])
     directory = node_dir(cfg.paths.output_dir, node.name, fp)
     return NodeJob(
         name=node.name, stage=node.stage, module=module, trains=spec.trains,
-        variant=node.variant, seed=node.seed,
+        inline=spec.inline, variant=node.variant, seed=node.seed,
         cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), fingerprint=fp, dir=str(directory),
         input_dirs={i: upstream[i].dir for i in node.inputs},
     )  # fmt: skip

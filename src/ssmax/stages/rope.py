@@ -11,7 +11,9 @@ from ssmax.stages.common import StageContext
 from ssmax.stages.spec import StageSpec
 
 SPEC = StageSpec(
-    reads=("model.rope_theta", "pipeline.rope_factor"), code=("stages/rope.py", "evals/common.py")
+    reads=("model.rope_theta", "pipeline.rope_factor"),
+    code=("stages/rope.py", "evals/common.py"),
+    inline=True,
 )
 
 

@@ -22,9 +22,11 @@ class StageSpec:
     block without its SFT keys). uses: keys read that do not (logging, devices) or that an
     input's fingerprint already covers (the model of a node that loads upstream weights).
     code: modules and packages it runs, relative to src/ssmax. trains: it makes its own MLflow
-    run and checkpoints (and resumes them)."""
+    run and checkpoints (and resumes them). inline: bookkeeping of no compute at any scale; the
+    local executor runs it in its own process (a worker process costs seconds to start)."""
 
     reads: tuple[str, ...]
     code: tuple[str, ...]
     trains: bool = False
     uses: tuple[str, ...] = ()
+    inline: bool = False
