@@ -8,10 +8,13 @@ TORCH ?= torch==2.13.0
 PIP_EXTRA ?=
 PRESET ?= tiny
 VARIANT ?= a_softmax
-SEEDS ?= 0
+SEEDS ?=
+# pipelines/<PIPELINE>.yaml: the declaration to run (paper, scaling_laws, ...)
+PIPELINE ?= paper
 # tiny: nodes side by side in subprocesses, one torch thread each (measured faster; README)
 EXECUTOR ?= $(if $(filter tiny,$(PRESET)),local,inprocess)
-PIPELINE_ARGS = preset=$(PRESET) "pipeline.seeds=[$(SEEDS)]" executor=$(EXECUTOR) $(ARGS)
+PIPELINE_ARGS = preset=$(PRESET) pipeline.file=$(PIPELINE) $(if $(SEEDS),"pipeline.seeds=[$(SEEDS)]") \
+	executor=$(EXECUTOR) $(ARGS)
 ARGS ?=
 PYTEST_ARGS ?=
 SLURM_DIR ?= outputs/slurm
@@ -35,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-reproduce-all: setup ## The whole paper as one cached DAG (PRESET=tiny SEEDS=0 EXECUTOR=inprocess|local)
+reproduce-all: setup ## A declared pipeline as one cached DAG (PIPELINE=paper PRESET=tiny SEEDS=0,1 EXECUTOR=...)
 	$(PY) -m ssmax.pipeline run $(PIPELINE_ARGS)
 
 plan: setup ## Print the DAG: what is cached and what would run
@@ -53,9 +56,11 @@ mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-
 train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
 	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(ARGS)
 
-train-all: setup ## Hydra multirun: pretrain variants (a)-(d) one after another
-	$(PY) -m ssmax.train -m preset=$(PRESET) \
-		variant=a_softmax,b_ssmax,c_ssmax_no_scale,d_ssmax_bias $(ARGS)
+# The declaration's variants pretrained from scratch with evals ((a)-(d) for the paper)
+SCRATCH = $(shell $(PY) -m ssmax.pipeline.declaration $(PIPELINE) --from-scratch)
+
+train-all: setup ## Hydra multirun: pretrain the pipeline's from-scratch variants one after another
+	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) $(ARGS)
 
 test: setup ## Run the test suite (what CI runs)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
@@ -88,9 +93,8 @@ cluster-down: ## Stop the local SLURM cluster
 cluster-status: ## Daemons, scontrol ping, sinfo, jobs of the local cluster
 	bash slurm/cluster.sh status $(SLURM_DIR)
 
-train-all-slurm: setup ## Hydra multirun of (a)-(d) as SLURM jobs (PROFILE=local; SLURM_CONF set)
-	$(PY) -m ssmax.train -m preset=$(PRESET) \
-		variant=a_softmax,b_ssmax,c_ssmax_no_scale,d_ssmax_bias \
+train-all-slurm: setup ## Hydra multirun of those variants as SLURM jobs (PROFILE=local; SLURM_CONF set)
+	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) \
 		hydra/launcher=ssmax_slurm +executor/slurm/profile=$(PROFILE) $(ARGS)
 
 test-slurm: setup ## Only the tests against a real local SLURM cluster

@@ -25,8 +25,12 @@ from ssmax.config import compose as make_cfg
 from ssmax.config import model_config, variant_config
 from ssmax.lit.module import LitLM, lm_loss
 from ssmax.model import count_parameters
+from ssmax.variants import by_letter, facts, names
 
-VARIANTS = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]
+# Every variant that trains its own attention law from scratch (the others reuse one's weights),
+# from the variants' facts; the baseline of the ratios is (a).
+VARIANTS = [v for v in names() if facts(v).start is None]
+SOFTMAX, SSMAX = by_letter()["a"], by_letter()["b"]
 BF16_PEAK = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 FLOP/s
 
 
@@ -140,10 +144,10 @@ def main() -> None:
     bare, lit = [], []
     for r in range(args.rounds):  # alternate which goes first
         run_bare = lambda: bare.append(  # noqa: E731
-            bare_loop(make_lit(cfg, "a_softmax", total), batch, args.steps, args.warmup)
+            bare_loop(make_lit(cfg, SOFTMAX, total), batch, args.steps, args.warmup)
         )
         run_lit = lambda: lit.append(  # noqa: E731
-            lightning_loop(make_lit(cfg, "a_softmax", total), batch, args.steps, args.warmup)
+            lightning_loop(make_lit(cfg, SOFTMAX, total), batch, args.steps, args.warmup)
         )
         for run in (run_bare, run_lit) if r % 2 == 0 else (run_lit, run_bare):
             run()
@@ -160,7 +164,7 @@ def main() -> None:
         for v in VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]:
             times[v].append(bare_loop(make_lit(cfg, v, total), batch, args.steps, args.warmup))
     for v in VARIANTS[1:]:
-        print(f"    {v:<18} {median_ratio(times[v], times['a_softmax']):.3f}")
+        print(f"    {v:<18} {median_ratio(times[v], times[SOFTMAX]):.3f}")
 
     if device == "cuda":
         gpu_report(cfg, batch, n_tokens, args)
@@ -177,7 +181,7 @@ def gpu_report(cfg, batch, n_tokens: int, args) -> None:  # noqa: ANN001
     m = cfg.model
     flops_per_token = 6 * n_params + 12 * m.n_layers * m.dim * cfg.data.seq_len
     print(f"\n[3] GPU {name}: bf16 autocast, flash SDPA, torch.compile")
-    for variant in ("a_softmax", "b_ssmax"):
+    for variant in (SOFTMAX, SSMAX):
         lit = make_lit(cfg, variant, 10**6)
         lit.model = torch.compile(lit.model.cuda())
         with (

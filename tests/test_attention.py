@@ -32,12 +32,27 @@ def rope_reference(x: torch.Tensor, theta: float, offset: int = 0) -> torch.Tens
     return out
 
 
-def multiplier_reference(v: VariantConfig, s: float, b: float, p_n: list[float], n: int) -> float:
-    """m for a query that sees n keys, from the table in the design notes."""
+def term_reference(v: VariantConfig, p_n: list[float], n: int, train_len: int) -> float:
+    """The length term for a query that sees n keys, from the table in the design notes (and,
+    for the laws beyond the paper, from their sources: Qwen's logn_attn, Llama 4's
+    attn_temperature_tuning)."""
+    terms = {
+        "log_n": lambda: math.log(n),
+        "p_n": lambda: p_n[min(n, len(p_n)) - 1],
+        "qwen_log_n": lambda: max(1.0, math.log(n, train_len)),
+        "llama4": lambda: 1 + v.beta * math.log(1 + math.floor(n / (v.floor_scale * train_len))),
+        "sqrt_log_n": lambda: math.sqrt(math.log(n)),
+    }
+    return terms[v.scale]()
+
+
+def multiplier_reference(
+    v: VariantConfig, s: float, b: float, p_n: list[float], n: int, train_len: int
+) -> float:
+    """m for a query that sees n keys."""
     if v.scale == "none":
         return 1.0
-    term = math.log(n) if v.scale == "log_n" else p_n[min(n, len(p_n)) - 1]
-    return s * term + (b if v.bias else 0.0)
+    return s * term_reference(v, p_n, n, train_len) + (b if v.bias else 0.0)
 
 
 def randomise_scalars(module: torch.nn.Module, gen: torch.Generator) -> None:
@@ -58,7 +73,7 @@ def test_attention_matches_naive_reference(name: str) -> None:
     x = torch.randn(1, t_len, dim, generator=gen, dtype=torch.float64)
     positions = torch.arange(t_len)
     cos, sin = rope_angles(positions, dim // heads, theta)
-    term = length_term(v, positions + 1, p_n)
+    term = length_term(v, positions + 1, p_n, train_len=8)
     got = attn(x, cos.double(), sin.double(), term)
 
     hd = dim // heads
@@ -72,7 +87,8 @@ def test_attention_matches_naive_reference(name: str) -> None:
         b = float(attn.b[h].detach()) if v.bias else 0.0
         pn = p_n.tolist() if p_n is not None else []
         m = torch.tensor(
-            [multiplier_reference(v, s, b, pn, i + 1) for i in range(t_len)], dtype=torch.float64
+            [multiplier_reference(v, s, b, pn, i + 1, 8) for i in range(t_len)],
+            dtype=torch.float64,
         )
         scores = m[:, None] * (qh @ kh.T) / math.sqrt(hd)
         mask = torch.ones(t_len, t_len, dtype=torch.bool).tril()
@@ -122,3 +138,14 @@ def test_kv_cache_overflow_is_a_clear_error() -> None:
     cache = model.new_cache(batch=1, max_len=3)
     with pytest.raises(ValueError, match="KV cache full"):
         model(torch.zeros(1, 4, dtype=torch.long), cache)
+
+
+def test_length_laws_beyond_the_paper_at_known_points() -> None:
+    n = torch.tensor([1, 8, 64, 8 * 8, 24])
+    qwen = length_term(VariantConfig(scale="qwen_log_n"), n, None, train_len=8)
+    torch.testing.assert_close(qwen, torch.tensor([1.0, 1.0, 2.0, 2.0, math.log(24, 8)]))
+    llama = length_term(VariantConfig(scale="llama4", beta=0.1), n, None, train_len=8)
+    want = [1.0, 1 + 0.1 * math.log(2), 1 + 0.1 * math.log(9), 1 + 0.1 * math.log(9)]
+    torch.testing.assert_close(llama, torch.tensor([*want, 1 + 0.1 * math.log(4)]))
+    root = length_term(VariantConfig(scale="sqrt_log_n"), n, None, train_len=8)
+    torch.testing.assert_close(root, torch.log(n.double()).sqrt().float())

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ssmax.config import CONF_DIR, ConfigError, check_cli_choices, validate
+from ssmax.config import CONF_DIR, ConfigError, check_cli_choices, check_override_keys, validate
 from tests.conftest import PRESETS, VARIANTS, make_cfg
 
 
@@ -110,3 +110,15 @@ def test_cfg_job_prints_the_resolved_config() -> None:
     out = run_entry("--cfg", "job", "preset=paper", "variant=d_ssmax_bias")
     assert out.returncode == 0, out.stderr
     assert "name: d_ssmax_bias" in out.stdout and "global_batch: 2048" in out.stdout
+
+
+@pytest.mark.parametrize("arg", ["trainer.pretrain.lrr=1", "+trainer.pretrain.lrr=1"])
+def test_misspelled_key_fails_in_one_line_naming_neighbours(arg: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        check_override_keys([arg, "preset=smoke"])
+    message = str(err.value)
+    assert "\n" not in message and "trainer.pretrain.lrr" in message
+    assert "nearest: trainer.pretrain.lr" in message
+    check_override_keys(
+        ["trainer.pretrain.lr=1", "+pipeline.overrides.b_ssmax=[seed=1]"], "pipeline"
+    )

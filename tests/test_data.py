@@ -27,6 +27,7 @@ from ssmax.data.sft import (
 from ssmax.data.squad import load_squad
 from ssmax.data.squad_gen import generate_squad
 from ssmax.data.tokenizer import GPT2_FILES, bpe_path, load_tokenizer
+from ssmax.schema import DataConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT2_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
@@ -34,7 +35,9 @@ VOCAB = 300  # small: trains in a fraction of a second
 
 
 def data_cfg(cache: Path, **over) -> DictConfig:
-    base = OmegaConf.load(ROOT / "conf" / "data" / "embedded.yaml")
+    base = OmegaConf.merge(  # the schema's defaults, then the embedded option's
+        OmegaConf.structured(DataConfig), OmegaConf.load(ROOT / "conf" / "data" / "embedded.yaml")
+    )
     over = {"cache_dir": str(cache), "vocab_size": VOCAB, "seq_len": 32, **over}
     return OmegaConf.merge(base, over)
 

@@ -16,13 +16,16 @@ from ssmax.data.corpus import load_documents
 from ssmax.data.hub import DataUnavailableError
 from ssmax.data.lm import LMDataModule
 from ssmax.data.squad import load_squad
+from ssmax.schema import DataConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: connection refused at once
 
 
 def paper_cfg(cache: Path, **over) -> DictConfig:
-    base = OmegaConf.load(ROOT / "conf" / "data" / "embedded.yaml")
+    base = OmegaConf.merge(  # the schema's defaults, then the embedded option's
+        OmegaConf.structured(DataConfig), OmegaConf.load(ROOT / "conf" / "data" / "embedded.yaml")
+    )
     paper = OmegaConf.load(ROOT / "conf" / "data" / "slimpajama.yaml")
     paper.pop("defaults", None)
     over = {"cache_dir": str(cache), "tokenizer": "bpe", "vocab_size": 300, "seq_len": 16, **over}

@@ -35,7 +35,7 @@ def weights(tmp_path: Path) -> Path:
 def test_gpu_asked_for_and_missing_is_refused(weights: Path, accelerator: str) -> None:
     cfg = make_cfg("preset=smoke", "variant=b_ssmax", f"trainer.accelerator={accelerator}")
     with pytest.raises(ConfigError) as err:
-        load_model(cfg, str(weights), 5e5)
+        load_model(cfg, str(weights))
     assert f"trainer.accelerator={accelerator}" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -65,7 +65,7 @@ def _loss_as_before(model: Transformer, sequences: torch.Tensor, chunk: int) -> 
 @pytest.mark.skipif(CUDA, reason="the CPU path")
 def test_cpu_path_is_unchanged(weights: Path) -> None:
     cfg = make_cfg("preset=smoke", "variant=b_ssmax")  # trainer.accelerator=auto
-    model = load_model(cfg, str(weights), 5e5)
+    model = load_model(cfg, str(weights))
     param = next(model.parameters())
     assert param.device.type == "cpu" and param.dtype == torch.float32
     seqs = torch.randint(
@@ -79,7 +79,7 @@ def test_evals_on_the_gpu_in_bf16(weights: Path) -> None:
     """On a GPU: the model lives there, the loss under bf16 autocast is close to fp32 on the
     CPU, the needle-score rows stay float64 and sum to 1, decoding runs."""
     cfg = make_cfg("preset=smoke", "variant=b_ssmax")
-    model = load_model(cfg, str(weights), 5e5)
+    model = load_model(cfg, str(weights))
     assert next(model.parameters()).device.type == "cuda"
     seqs = torch.randint(
         0, model.cfg.vocab_size, (2, 300), generator=torch.Generator().manual_seed(1)

@@ -21,6 +21,7 @@ from ssmax.evals.needle_score import (
 from ssmax.evals.niah import SCORES, greedy_decode
 from ssmax.model import Transformer
 from tests.conftest import VARIANTS, make_cfg
+from tests.test_attention import term_reference
 from tests.test_evals_loss import tiny_model
 
 
@@ -48,7 +49,11 @@ def naive_attention(
         if scale == "none":
             m = torch.ones(h, t, dtype=torch.float64)
         else:
-            term = torch.log(n) if scale == "log_n" else model.p_n.double()[n.long() - 1]
+            pn = model.p_n.tolist() if scale == "p_n" else []
+            term = torch.tensor(
+                [term_reference(a.variant, pn, int(i), model.train_len) for i in n.tolist()],
+                dtype=torch.float64,
+            )
             m = a.s.double()[:, None] * term[None, :]
             if a.variant.bias:
                 m = m + a.b.double()[:, None]
@@ -104,7 +109,7 @@ def data_cfg(shared_cache: Path) -> DictConfig:
 def test_fig7_and_fig8_entries(data_cfg: DictConfig) -> None:
     tokenizer = load_tokenizer(data_cfg)
     model = tiny_model("b_ssmax").float()
-    with scaled_rope_theta(model):
+    with scaled_rope_theta(model, 50):
         grid = needle_score_map(model, tokenizer, data_cfg, context_tokens=200)
         trials = top_needle_scores(model, tokenizer, data_cfg, context_tokens=200, trials=3)
     assert grid.shape == (2, 2) and bool(((grid > 0) & (grid < 1)).all())

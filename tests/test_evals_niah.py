@@ -107,7 +107,7 @@ def naive_greedy(model, prompt: list[int], steps: int, eos_id: int | None) -> li
 def test_kv_cache_decoding_matches_full_recompute(variant: str) -> None:
     model = tiny_model(variant, seed=1)
     prompt = torch.randint(1, model.cfg.vocab_size, (90,)).tolist()  # longer than train_len
-    with scaled_rope_theta(model):
+    with scaled_rope_theta(model, 50):
         got = greedy_decode(model, prompt, 12, eos_id=0)
         assert got == naive_greedy(model, prompt, 12, eos_id=0)
 
@@ -128,7 +128,7 @@ def test_eos_is_never_chosen() -> None:
 
 def test_run_niah_and_grid(data_cfg: DictConfig, tokenizer: Tokenizer) -> None:
     model = tiny_model("b_ssmax").float()
-    with scaled_rope_theta(model):
+    with scaled_rope_theta(model, 50):
         records = run_niah(model, tokenizer, data_cfg, [128, 256], (0.1, 0.5), 2, seed=3)
     assert len(records) == 8 and {r.score for r in records} <= set(SCORES)
     assert all(len(r.number) == 7 and r.city in CITIES for r in records)

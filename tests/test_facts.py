@@ -15,12 +15,15 @@ from ssmax.data.facts import FactPlanter, FactSpec, check_spec, spec_from_cfg
 from ssmax.data.lm import LMDataModule, packed_rows
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.haystack import CITIES, NEEDLE, random_needle
+from ssmax.schema import DataConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def data_cfg(cache: Path, **over) -> DictConfig:
-    base = OmegaConf.load(ROOT / "conf" / "data" / "embedded.yaml")
+    base = OmegaConf.merge(  # the schema's defaults, then the embedded option's
+        OmegaConf.structured(DataConfig), OmegaConf.load(ROOT / "conf" / "data" / "embedded.yaml")
+    )
     over = {"cache_dir": str(cache), "vocab_size": 400, "seq_len": 128, **over}
     cfg = OmegaConf.merge(base, over)
     cfg.facts.fraction = 1.0

@@ -8,13 +8,17 @@ import pytest
 from mlflow import MlflowClient
 
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.dag import ALL_VARIANTS, build_dag, downstream
+from ssmax.pipeline.dag import build_dag, downstream
+from ssmax.pipeline.declaration import load
 from ssmax.pipeline.run import plan
 from ssmax.tracking import tracking_uri
 
+PAPER = load("paper")
+ALL_VARIANTS = PAPER.variants
+
 
 def test_dag_follows_the_paper() -> None:
-    dag = build_dag(list(ALL_VARIANTS), [0, 1])
+    dag = build_dag(PAPER, list(ALL_VARIANTS), [0, 1])
     assert dag["switch/e_swap_after_pretrain/seed0"].inputs == ("pretrain/a_softmax/seed0",)
     assert dag["switch/f_switch_during_pretrain/seed1"].inputs == ("pretrain/a_softmax/seed1",)
     assert dag["sft/e_swap_after_pretrain/seed0"].inputs == ("switch/e_swap_after_pretrain/seed0",)
@@ -32,7 +36,7 @@ def test_dag_follows_the_paper() -> None:
 
 
 def test_switched_variants_pull_in_softmax() -> None:
-    dag = build_dag(["f_switch_during_pretrain"], [0])
+    dag = build_dag(PAPER, ["f_switch_during_pretrain"], [0])
     assert "pretrain/a_softmax/seed0" in dag
     assert downstream(dag, {"pretrain/a_softmax/seed0"}) >= {
         "switch/f_switch_during_pretrain/seed0",
@@ -40,7 +44,16 @@ def test_switched_variants_pull_in_softmax() -> None:
         "report",
     }
     with pytest.raises(ValueError, match="pipeline.variants: unknown"):
-        build_dag(["z_magic"], [0])
+        build_dag(PAPER, ["z_magic"], [0])
+
+
+def test_scaling_laws_run_beside_a_and_b() -> None:
+    decl = load("scaling_laws")
+    dag = build_dag(decl, decl.variants, [0])
+    assert dag["switch/g_qwen_logn_inference/seed0"].inputs == ("pretrain/a_softmax/seed0",)
+    for variant in ("b_ssmax", "h_qwen_logn", "i_llama4_temp", "j_sqrt_log_n"):
+        assert dag[f"eval_niah/{variant}/seed0"].inputs == (f"rope_sft/{variant}/seed0",)
+    assert len(dag) == 6 * 6 + 1 and decl.stages == PAPER.stages
 
 
 def to_run(overrides: list[str]) -> set[str]:

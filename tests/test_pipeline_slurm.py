@@ -14,8 +14,9 @@ import pytest
 from mlflow import MlflowClient
 
 from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.run import plan
-from ssmax.pipeline.slurm import node_states, read_book, run_cli
+from ssmax.pipeline.slurm import node_states, read_book
 from ssmax.tracking import tracking_uri
 
 pytestmark = pytest.mark.slurm
@@ -65,7 +66,7 @@ def smoke_dag(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_ca
     before = job_count(slurm_cluster)
     cfg, jobs = plan(overrides)
     start = time.perf_counter()
-    assert run_cli(cfg, jobs, overrides, log=lambda line: None) == 0
+    assert run_pipeline(cfg, jobs, overrides, log=lambda line: None) == 0  # the generic runner
     facts["submit_s"] = time.perf_counter() - start
     facts["right_after"] = [s.state for s in node_states(cfg, jobs, read_book(cfg))]
     facts["submitted"] = job_count(slurm_cluster) - before

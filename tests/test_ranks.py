@@ -16,7 +16,7 @@ from tests.conftest import make_cfg
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["trainer.num_nodes=0"], "trainer.num_nodes=0 must be an integer > 0"),
+        (["trainer.num_nodes=0"], "trainer.num_nodes=0 must be > 0"),  # an integer: the schema
         (["trainer.num_nodes=3"], "global_batch=4 must be a multiple of batch_size x devices x "
          "num_nodes = 4 x 1 x 3 = 12"),
         (["trainer.devices=2", "trainer.num_nodes=2", "trainer.pretrain.global_batch=8"],

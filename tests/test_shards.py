@@ -53,7 +53,7 @@ def test_embedded_shards_equal_the_packed_rows(tmp_path: Path, shared_cache: Pat
     assert prepare(*settings) == 0  # prepared already: nothing is rewritten
     assert (folder / "manifest.json").stat().st_mtime_ns == mtime
     assert prepare(*settings, "data.vocab_size=600") == 2  # another tokenizer, same folder
-    assert not list(tmp_path.glob(".shards.tmp-*"))  # no half-written folder left behind
+    assert not list(tmp_path.glob(".shards.*.tmp"))  # no half-written folder left behind
 
     dm = LMDataModule(cfg.data, batch_size=4, seed=0)  # training reads them
     dm.setup("fit")

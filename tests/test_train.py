@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 
 from ssmax.model import inv_mean_log_n
 from ssmax.tracking import tracking_uri
-from ssmax.train import load_weights, train
+from ssmax.training import load_weights, train
 from tests.conftest import make_cfg
 
 SCRATCH = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]

@@ -12,13 +12,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.model import ModelConfig, VariantConfig
-from ssmax.model.attention import SCALES
+from ssmax.schema import OBJECTIVES, PipelineConfig, TrainConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-OBJECTIVES = ("pretrain", "sft")
-SCHEDULES = ("constant", "cosine")
-TOKENIZERS = ("bpe", "gpt2")
 GPT2_VOCAB = 50257
+SCHEMAS = {"train": TrainConfig, "pipeline": PipelineConfig}
 
 
 class ConfigError(ValueError):
@@ -30,14 +28,36 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def store_schemas() -> None:
+    """Register the schema (ssmax.schema) with Hydra's ConfigStore: the `schema` group that
+    conf/config.yaml (train) and conf/pipeline.yaml (pipeline) merge first. Idempotent."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    for name, node in SCHEMAS.items():
+        store.store(group="schema", name=name, node=node, package="_global_")
+
+
+store_schemas()  # before any compose: the entry points import this module first
+
+
 def compose(*overrides: str, config_name: str = "config") -> DictConfig:
     """The composed config, as `python -m ssmax.train <overrides>` would see it (or the
-    pipeline entry, with config_name="pipeline")."""
+    pipeline entry, with config_name="pipeline"). A value of the wrong type, or a key the
+    schema lacks, raises ConfigError in one line."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from ssmax.schema_rules import one_line
+
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return hydra_compose(config_name, overrides=list(overrides))
+        try:
+            return hydra_compose(config_name, overrides=list(overrides))
+        except Exception as err:  # Hydra's and OmegaConf's errors span several lines
+            message = one_line(err)
+            if message is None:
+                raise
+            raise ConfigError(message) from None
 
 
 def group_options(group: str) -> list[str]:
@@ -58,30 +78,92 @@ def check_cli_choices(argv: Sequence[str]) -> None:
             )
 
 
-def _check_stage(cfg: DictConfig, stage: str, devices: int, num_nodes: int) -> None:
-    s = cfg.trainer[stage]
-    key = f"trainer.{stage}"
-    _require(s.lr > 0, f"{key}.lr={s.lr} must be > 0")
-    _require(s.schedule in SCHEDULES, f"{key}.schedule={s.schedule!r}; allowed: {SCHEDULES}")
-    _require(s.batch_size > 0, f"{key}.batch_size={s.batch_size} must be > 0")
-    _require(s.weight_decay >= 0, f"{key}.weight_decay={s.weight_decay} must be >= 0")
-    per_update = s.batch_size * devices * num_nodes
+# Blocks whose keys are open by design: per-variant overrides, MLflow tags, callbacks, the
+# profile's per-stage resources and sbatch extras; and Hydra's own settings.
+OPEN_KEYS = ("pipeline.overrides", "tracking.tags", "trainer.callbacks", "executor.stages",
+             "executor.additional_parameters", "hydra")  # fmt: skip
+
+
+def _leaves(node: object, prefix: str = "") -> list[str]:
+    if not isinstance(node, dict):
+        return []
+    return [
+        k for key, v in node.items() for k in [f"{prefix}{key}", *_leaves(v, f"{prefix}{key}.")]
+    ]
+
+
+def check_override_keys(argv: Sequence[str], config_name: str = "config") -> None:
+    """A dotted override (or +addition) of a key the config does not have fails in one line
+    naming the key and its nearest valid neighbours (trainer.pretrain.lrr=1 -> lr), before
+    any work. The config of reference is composed with the group choices of argv only."""
+    import difflib
+
+    dotted = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
+    dotted = [(k, a) for k, a in dotted if "." in k and not k.startswith(OPEN_KEYS)]
+    if not dotted:
+        return
+    groups = [a for a in argv if "=" in a and "." not in a.partition("=")[0]]
+    groups = [a.partition(",")[0] for a in groups if not a.startswith("-")]  # a sweep: its first
+    ref = OmegaConf.to_container(compose(*groups, config_name=config_name), resolve=False)
+    keys = _leaves(ref)
+    for key, arg in dotted:
+        if key in keys:
+            continue
+        parent = key.rpartition(".")[0]
+        siblings = [k for k in keys if k.rpartition(".")[0] == parent] if parent in keys else keys
+        near = difflib.get_close_matches(key, siblings, n=3, cutoff=0.6)
+        hint = (
+            f"nearest: {', '.join(near)}"
+            if near
+            else f"keys under {parent or 'the root'}: "
+            + ", ".join(k.rpartition(".")[2] for k in siblings[:12])
+        )
+        raise ConfigError(f"{arg}: {key} is not a config key; {hint}")
+
+
+def first_choices(argv: Sequence[str]) -> list[str]:
+    """The overrides of argv with each sweep (a,b / choice(a,b) / range(3)) at its first value;
+    Hydra's own settings (hydra.*, hydra/...) are left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out = []
+    for arg in (a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra")):
+        (override,) = OverridesParser.create().parse_overrides([arg])
+        if override.is_sweep_override():
+            first = next(iter(override.sweep_string_iterator()), None)
+            arg = arg if first is None else f"{override.get_key_element()}={first}"
+        out.append(arg)
+    return out
+
+
+def check_compose(argv: Sequence[str], config_name: str = "config") -> DictConfig:
+    """Compose and validate what argv asks for (a sweep: its first choices), so that a value of
+    the wrong type or out of range fails in one line before any work or job starts."""
+    cfg = compose(*first_choices(argv), config_name=config_name)
+    validate(cfg)
+    return cfg
+
+
+def _check_batch(cfg: DictConfig, stage: str) -> None:
+    s, t = cfg.trainer[stage], cfg.trainer
+    per_update = s.batch_size * t.devices * t.num_nodes
     _require(
         s.global_batch % per_update == 0,
-        f"{key}.global_batch={s.global_batch} must be a multiple of batch_size x devices x "
-        f"num_nodes = {s.batch_size} x {devices} x {num_nodes} = {per_update} (the rest is "
-        "gradient accumulation)",
+        f"trainer.{stage}.global_batch={s.global_batch} must be a multiple of batch_size x "
+        f"devices x num_nodes = {s.batch_size} x {t.devices} x {t.num_nodes} = {per_update} "
+        "(the rest is gradient accumulation)",
     )
 
 
 def validate(cfg: DictConfig) -> None:
-    """Raise ConfigError on the first bad setting."""
-    _require(cfg.objective in OBJECTIVES, f"objective={cfg.objective!r}; allowed: {OBJECTIVES}")
-    _require(cfg.data.seq_len > 0, f"data.seq_len={cfg.data.seq_len} must be > 0")
-    _require(
-        cfg.data.tokenizer in TOKENIZERS,
-        f"data.tokenizer={cfg.data.tokenizer!r}; allowed: {TOKENIZERS}",
-    )
+    """Raise ConfigError on the first bad setting: a field outside its schema rule (ranges,
+    choices: ssmax.schema), then the rules between fields."""
+    from ssmax.schema_rules import RuleError, check_rules
+
+    try:
+        check_rules(cfg)
+    except RuleError as err:
+        raise ConfigError(str(err)) from None
     if cfg.data.tokenizer == "gpt2":
         _require(
             cfg.data.vocab_size == GPT2_VOCAB,
@@ -95,21 +177,13 @@ def validate(cfg: DictConfig) -> None:
     m = cfg.model
     _require(m.dim % m.n_heads == 0, f"model.dim={m.dim} must be divisible by model.n_heads")
     _require((m.dim // m.n_heads) % 2 == 0, "model.dim / model.n_heads must be even for RoPE")
-    _require(m.rope_theta > 0, f"model.rope_theta={m.rope_theta} must be > 0")
     v = cfg.variant
-    _require(v.scale in SCALES, f"variant.scale={v.scale!r}; allowed: {SCALES}")
     _require(
-        v.s_init == "inv_mean_log_n" or isinstance(v.s_init, int | float),
+        not isinstance(v.s_init, str) or v.s_init == "inv_mean_log_n",
         f"variant.s_init={v.s_init!r}; allowed: a number or 'inv_mean_log_n'",
     )
-    _require(cfg.trainer.devices > 0, f"trainer.devices={cfg.trainer.devices} must be > 0")
-    num_nodes = cfg.trainer.get("num_nodes", 1)
-    _require(
-        isinstance(num_nodes, int) and num_nodes > 0,
-        f"trainer.num_nodes={num_nodes} must be an integer > 0",
-    )
     for stage in OBJECTIVES:
-        _check_stage(cfg, stage, cfg.trainer.devices, num_nodes)
+        _check_batch(cfg, stage)
 
 
 def model_config(cfg: DictConfig) -> ModelConfig:
@@ -117,7 +191,9 @@ def model_config(cfg: DictConfig) -> ModelConfig:
 
 
 def variant_config(cfg: DictConfig) -> VariantConfig:
-    return VariantConfig(**OmegaConf.to_container(cfg.variant, resolve=True))
+    model_part = OmegaConf.to_container(cfg.variant, resolve=True)
+    model_part.pop("facts", None)  # the pipeline's and report's (ssmax.variants), not the model's
+    return VariantConfig(**model_part)
 
 
 def absolute_paths(cfg: DictConfig) -> None:

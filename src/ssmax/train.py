@@ -1,265 +1,25 @@
 """Train one variant: `python -m ssmax.train [preset=tiny] [variant=b_ssmax] [objective=sft]`.
 
-Pretraining or SFT of one model on the configured data, logged to MLflow, resumable from the
-last checkpoint in its run folder. Prints the resolved config with `--cfg job`.
+The command line only: check the overrides (one line and exit 2 on a bad one, before any work),
+then hand the composed config to ssmax.training.train, which assembles the data, the model,
+the Lightning Trainer, its logger and callbacks, and fits. Prints the resolved config with
+`--cfg job`; `-m` sweeps (hydra/launcher=ssmax_slurm: one SLURM job per run).
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import math
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from pathlib import Path
 
 import hydra
-import lightning as L
-import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import (
-    ConfigError,
-    absolute_paths,
-    check_cli_choices,
-    model_config,
-    validate,
-    variant_config,
-)
-from ssmax.data.corpus import atomic_write
-from ssmax.lit.module import LitLM
-from ssmax.lit.resume import (
-    AtomicCheckpointIO,
-    DeferredSignal,
-    ResumableMLFlowLogger,
-    StepBoundary,
-    active_deferral,
-)
-from ssmax.model import load_backbone
-from ssmax.pipeline.slurm import launcher_value
-from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
+from ssmax.config import ConfigError, check_cli_choices, check_compose, check_override_keys
+from ssmax.resolvers import launcher_value, register_resolvers
 
-RUN_ID_FILE = "mlflow_run_id"
-WEIGHTS_FILE = "model.pt"
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
-OmegaConf.register_new_resolver("ssmax_slurm", launcher_value, replace=True)
-
-
-@dataclass
-class TrainResult:
-    weights: Path  # final weights (run_dir/model.pt)
-    run_id: str | None  # the MLflow run
-    metrics: dict[str, float]  # last logged values (train/loss, val/loss, ...)
-    extra_weights: dict[int, Path]  # step -> weights saved mid-run (trainer.save_weights_at)
-
-
-def data_state_path(weights: Path) -> Path:
-    """Where the data stood at a model_step<N>.pt: data_step<N>.json beside it."""
-    return weights.with_name(weights.stem.replace("model_step", "data_step") + ".json")
-
-
-def global_rank() -> int:
-    """This process's rank among all processes of a multi-process (DDP) run; 0 when alone.
-    Read from the environment (torchrun's RANK, SLURM's SLURM_PROCID) like Lightning does, so
-    that it is known before any Trainer exists."""
-    for var in ("RANK", "SLURM_PROCID"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
-
-
-def precision(setting: str) -> str:
-    if setting != "auto":
-        return setting
-    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
-
-
-def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.')."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if "state_dict" in state:
-        state = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}
-    return state
-
-
-def save_atomic(obj: object, path: Path) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-
-
-def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
-    if cfg.objective == "sft":
-        from ssmax.data.sft import SFTDataModule
-
-        return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
-    from ssmax.data.lm import LMDataModule
-
-    return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
-
-
-def mlflow_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
-    """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume."""
-    # The jobs of a multirun start together: one at a time creates the sqlite store's tables
-    # and the experiment (concurrent migrations fail with "duplicate column").
-    Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(cfg.paths.output_dir) / ".mlflow.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ensure_experiment(cfg)
-    id_file = run_dir / RUN_ID_FILE
-    run_id = id_file.read_text().strip() if id_file.exists() else None
-    tags = run_tags(cfg) | dict(cfg.tracking.get("tags") or {})
-    if cfg.tracking.parent_run_id:  # a child of the pipeline's run
-        tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
-    logger = ResumableMLFlowLogger(
-        experiment_name=cfg.tracking.experiment,
-        tracking_uri=tracking_uri(cfg),
-        run_name=cfg.run_name or f"{cfg.variant.name}-{cfg.objective}-seed{cfg.seed}",
-        tags=tags,
-        run_id=run_id,
-    )
-    if run_id is None:
-        log_config(logger.experiment, logger.run_id, cfg)
-        id_file.write_text(logger.run_id)
-    return logger
-
-
-def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
-    """Fit the configured model; the final weights land in run_dir/model.pt.
-
-    data_start: a data_step<N>.json of another run (trainer.save_weights_at): this run's data
-    begins where that run's stood, e.g. (f) trains on what (a) would have trained on next."""
-    validate(cfg)
-    absolute_paths(cfg)
-    L.seed_everything(cfg.seed, workers=True)
-    stage = cfg.trainer[cfg.objective]
-    devices, num_nodes = cfg.trainer.devices, cfg.trainer.get("num_nodes", 1)
-    ranks = devices * num_nodes  # validate() checked that the global batch divides
-    accumulate = stage.global_batch // (stage.batch_size * ranks)
-    rank0 = global_rank() == 0  # only rank 0 writes the run folder and talks to MLflow
-    datamodule = build_datamodule(cfg, stage.batch_size)
-    if data_start is not None:
-        datamodule.start_from(json.loads(Path(data_start).read_text()))
-
-    if cfg.objective == "pretrain":
-        total, warmup = stage.max_steps, stage.warmup_steps
-    else:  # SFT is set in epochs (App. C): count the optimizer steps of one epoch
-        datamodule.setup("fit")
-        per_epoch = math.ceil(len(datamodule.train_dataloader()) / (accumulate * ranks))
-        total, warmup = stage.epochs * per_epoch, round(stage.warmup_epochs * per_epoch)
-
-    lit = LitLM(
-        model_config(cfg),
-        variant_config(cfg),
-        cfg.data.seq_len,
-        cfg.objective,
-        OmegaConf.to_container(stage, resolve=True),
-        total,
-        warmup,
-    )
-    if cfg.init_from:
-        load_backbone(lit.model, load_weights(cfg.init_from))
-    elif cfg.variant.s_init == "inv_mean_log_n":
-        raise ConfigError(
-            f"variant={cfg.variant.name} starts from softmax weights: set init_from=<path to "
-            "(a)'s model.pt or .ckpt> (the pipeline wires this)"
-        )
-
-    run_dir = Path(cfg.paths.run_dir)
-    last = run_dir / "checkpoints" / "last.ckpt"
-    if rank0:
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    logger = mlflow_logger(cfg, run_dir) if cfg.tracking.enabled and rank0 else False
-    callbacks: list[L.Callback] = [
-        L.pytorch.callbacks.ModelCheckpoint(
-            dirpath=run_dir / "checkpoints",
-            every_n_train_steps=cfg.trainer.checkpoint_every_n_steps,
-            save_last=True,
-            save_top_k=0,
-        )
-    ]
-    save_at = {
-        int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
-    }
-    if save_at:  # every rank: saving where the data stands is collective
-        callbacks.append(SaveWeightsAt(save_at))
-    deferred = active_deferral()  # a requeueing SLURM job: checkpoint at step boundaries
-    if deferred is not None:
-        callbacks.append(StepBoundary(deferred, last, run_dir))
-    if cfg.trainer.progress_bar:
-        callbacks.append(L.pytorch.callbacks.RichProgressBar())
-    callbacks += [hydra.utils.instantiate(c) for c in cfg.trainer.get("callbacks") or []]
-    trainer = L.Trainer(
-        accelerator=cfg.trainer.accelerator,
-        devices=devices,
-        num_nodes=num_nodes,
-        precision=precision(cfg.trainer.precision),
-        max_steps=total,
-        max_epochs=-1,
-        accumulate_grad_batches=accumulate,
-        gradient_clip_val=stage.grad_clip,
-        val_check_interval=cfg.trainer.val_every_n_steps * accumulate,
-        check_val_every_n_epoch=None,
-        limit_val_batches=cfg.trainer.val_batches,
-        log_every_n_steps=cfg.trainer.log_every_n_steps,
-        logger=logger,
-        callbacks=callbacks,
-        plugins=plugins(),
-        enable_progress_bar=cfg.trainer.progress_bar,
-        enable_model_summary=False,
-        deterministic=cfg.trainer.deterministic,
-        default_root_dir=run_dir,
-        use_distributed_sampler=False,  # our samplers and streams shard by rank themselves
-    )
-    fit_metrics = {}
-    if total > 0:
-        trainer.fit(lit, datamodule=datamodule, ckpt_path=last if last.exists() else None)
-        fit_metrics = dict(trainer.callback_metrics)  # validate() below replaces them
-    # The final model's validation loss, for every run ((e) has no training at all).
-    trainer.validate(lit, datamodule=datamodule, verbose=False)
-    weights = run_dir / WEIGHTS_FILE
-    if rank0:
-        save_atomic(lit.model.state_dict(), weights)
-    metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
-    return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
-
-
-def plugins() -> list[object]:
-    """Atomic checkpoints; under SLURM, Lightning's cluster environment without its own
-    auto-requeue: submitit's checkpointing (ssmax.pipeline.requeue) is the one owner of the
-    requeue signal."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment
-
-    found: list[object] = [AtomicCheckpointIO()]
-    if SLURMEnvironment.detect():
-        found.append(SLURMEnvironment(auto_requeue=False))
-    return found
-
-
-class SaveWeightsAt(L.Callback):
-    """Saves the model's weights after the given optimizer steps (e.g. (a) at 87.5% for (f)),
-    and where the data stood then (data_step<N>.json: batches taken per rank, the stream's
-    positions), from which (f) continues. Runs on every rank; global rank 0 writes."""
-
-    def __init__(self, paths: dict[int, Path]) -> None:
-        self.paths = paths
-        self._done: set[int] = set()
-
-    def on_train_batch_end(self, trainer: L.Trainer, lit: L.LightningModule, *_: object) -> None:
-        step = trainer.global_step
-        if step not in self.paths or step in self._done:
-            return  # (the micro-batches of the next step see the same global_step)
-        self._done.add(step)
-        datamodule = trainer.datamodule
-        state = {"batches_done": datamodule.start_batches + lit.batches_seen}
-        state |= datamodule.state_dict()  # collective under DDP: every rank calls it
-        path = self.paths[step]
-        if trainer.is_global_zero and not path.exists():
-            atomic_write(data_state_path(path), json.dumps(state).encode())
-            save_atomic(lit.model.state_dict(), path)
+register_resolvers()
 
 
 def _requeueable() -> AbstractContextManager[object]:
@@ -269,11 +29,15 @@ def _requeueable() -> AbstractContextManager[object]:
         return nullcontext()
     from submitit.core.job_environment import JobEnvironment
 
+    from ssmax.lit.resume import DeferredSignal
+
     return DeferredSignal(JobEnvironment._usr_sig())
 
 
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
+    from ssmax.training import train
+
     try:
         with _requeueable():
             result = train(cfg)
@@ -289,13 +53,16 @@ def check_launcher(argv: list[str]) -> None:
     if "hydra/launcher=ssmax_slurm" in argv and not any(
         a.lstrip("+").startswith("executor/slurm/profile=") for a in argv
     ):
-        launcher_value("partition", OmegaConf.create({}))  # raises the ConfigError
+        launcher_value("partition", OmegaConf.create({"executor": {"partition": None}}))  # raises
 
 
 def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
+        overrides = [a for a in sys.argv[1:] if a != "-m" and not a.startswith("--")]
+        check_override_keys(overrides)
         check_launcher(sys.argv[1:])
+        check_compose(overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

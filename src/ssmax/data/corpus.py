@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import lzma
-import os
 from functools import lru_cache
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from ssmax.data.hub import offline, require_hub
+from ssmax.io import atomic_write_bytes
 
 SPLITS = ("train", "validation", "test")
 EMBEDDED_FILE = Path(__file__).resolve().parents[3] / "data" / "embedded" / "austen.jsonl.xz"
@@ -45,19 +45,11 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split={split!r}; allowed: {SPLITS}")
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temporary file and os.replace so readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def embedded_jsonl(data_cfg: DictConfig) -> Path:
     """The shipped corpus decompressed once into the cache (datasets reads plain jsonl)."""
     out = Path(data_cfg.cache_dir) / "embedded" / f"austen-{embedded_sha()[:16]}.jsonl"
     if not out.exists():
-        atomic_write(out, lzma.decompress(EMBEDDED_FILE.read_bytes()))
+        atomic_write_bytes(out, lzma.decompress(EMBEDDED_FILE.read_bytes()))
     return out
 
 
@@ -111,7 +103,7 @@ def load_slimpajama(data_cfg: DictConfig, split: str):
     import datasets
 
     _check_split(split)
-    local = data_cfg.get("slimpajama_files")
+    local = data_cfg.slimpajama_files
     if local:
         by_split = isinstance(local, DictConfig | dict)
         files = _as_files(local[split] if by_split else local)

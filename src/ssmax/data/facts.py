@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.haystack import CITIES, NEEDLE
+from ssmax.schema import FactsConfig
 
 # The needle's words, which no planted template may contain: the eval's phrasing stays unseen.
 NEEDLE_WORDS = ("special", "magic", "number")
@@ -34,11 +35,12 @@ NEEDLE_WORDS = ("special", "magic", "number")
 
 @dataclass(frozen=True)
 class FactSpec:
-    """Mirrors conf/data/facts/*.yaml (see there for the defaults and why)."""
+    """data.facts as the planter reads it (its keys, defaults and docs: ssmax.schema.FactsConfig);
+    FactSpec() is planting off."""
 
-    fraction: float = 0.0  # share of training rows that carry facts (0: off)
-    facts_per_row: int = 2  # facts planted in a row of the training length (distinct keys)
-    questions_per_row: int = 1  # of them asked (each after its fact), with the answer
+    fraction: float = FactsConfig.fraction  # share of training rows that carry facts (0: off)
+    facts_per_row: int = FactsConfig.facts_per_row  # facts in a row of the training length
+    questions_per_row: int = FactsConfig.questions_per_row  # of them asked, with the answer
     digits: tuple[int, int] = (4, 8)  # value length in digits, uniform in [lo, hi]
     templates: tuple[tuple[str, str], ...] = ()  # (fact, question) with {key} and {value}
     titles: tuple[str, ...] = ()  # keys are "{title} {name}"
@@ -50,18 +52,18 @@ class FactSpec:
 
 
 def spec_from_cfg(facts_cfg) -> FactSpec:  # noqa: ANN001 - a DictConfig or dict
-    """FactSpec of data.facts (None or a missing block: planting off)."""
+    """FactSpec of data.facts (None: planting off); every key is there (the schema's)."""
     if not facts_cfg:
         return FactSpec()
-    c = dict(facts_cfg)
+    c = facts_cfg
     spec = FactSpec(
-        fraction=float(c.get("fraction", 0.0)),
-        facts_per_row=int(c.get("facts_per_row", 2)),
-        questions_per_row=int(c.get("questions_per_row", 1)),
-        digits=tuple(int(d) for d in c.get("digits", (4, 8))),
-        templates=tuple((t["fact"], t["question"]) for t in c.get("templates", ())),
-        titles=tuple(c.get("titles", ())),
-        names=tuple(c.get("names", ())),
+        fraction=float(c["fraction"]),
+        facts_per_row=int(c["facts_per_row"]),
+        questions_per_row=int(c["questions_per_row"]),
+        digits=tuple(int(d) for d in c["digits"]),
+        templates=tuple((t["fact"], t["question"]) for t in c["templates"]),
+        titles=tuple(c["titles"]),
+        names=tuple(c["names"]),
     )
     check_spec(spec)
     return spec

@@ -126,7 +126,7 @@ def fact_transform(
     """Plants data.facts into a share of the rows (None when off). Row k (the sampler's
     epoch * n + i) draws from its own seeded stream: fresh facts each pass, the same on every
     re-run. Adds "answer" [T]: q at the label positions of the q-th asked value, 0 elsewhere."""
-    spec = spec_from_cfg(data_cfg.get("facts"))
+    spec = spec_from_cfg(data_cfg.facts)
     if spec.fraction == 0:
         return None
     planter = FactPlanter(spec, tokenizer)
@@ -152,7 +152,7 @@ def test_fact_sequences(
     """test_sequences with data.facts planted at the training density (facts_per_row per
     data.seq_len tokens), spread over the whole length: a question can sit far past its fact,
     further than anything seen in training. Same prose as test_sequences for the seed."""
-    spec = spec_from_cfg(data_cfg.get("facts"))
+    spec = spec_from_cfg(data_cfg.facts)
     planter = FactPlanter(spec, tokenizer)
     n_facts = max(1, round(spec.facts_per_row * length / int(data_cfg.seq_len)))
     prose = test_sequences(data_cfg, tokenizer, length, count, seed)
@@ -181,7 +181,7 @@ class LMDataModule(TokenizedDataModule):
 
     def prepare_data(self) -> None:
         """Train/cache the tokenizer and the tokenized splits (rank 0 only under DDP)."""
-        if not is_streaming(self.data_cfg) and not self.data_cfg.get("shards_dir"):
+        if not is_streaming(self.data_cfg) and not self.data_cfg.shards_dir:
             for split in ("train", "validation"):
                 tokenized_split(self.data_cfg, self.tokenizer, split)
 
@@ -190,26 +190,26 @@ class LMDataModule(TokenizedDataModule):
         split, built once."""
         if split not in self._sets:
             cfg, seq_len = self.data_cfg, int(self.data_cfg.seq_len)
-            if cfg.get("shards_dir"):
-                limit = None if split == "train" else cfg.get("max_eval_sequences")
+            if cfg.shards_dir:
+                limit = None if split == "train" else cfg.max_eval_sequences
                 plant = fact_transform(cfg, self.tokenizer, self.seed if split == "train" else -1)
                 self._sets[split] = TokenShards(
                     cfg.shards_dir, split, seq_len, self.tokenizer, limit, plant
                 )
             elif is_streaming(cfg):
-                if spec_from_cfg(cfg.get("facts")).fraction > 0:
+                if spec_from_cfg(cfg.facts).fraction > 0:
                     raise ValueError(
                         "data.facts.fraction > 0 plants facts in indexed rows (the embedded "
                         "corpus or data.shards_dir), not in a stream: set it to 0 or prepare "
                         "shards (python -m ssmax.data.prepare)"
                     )
                 train = split == "train"
-                limit = None if train else cfg.get("max_eval_sequences")
+                limit = None if train else cfg.max_eval_sequences
                 texts = _stream_texts(cfg, split, self.seed, shuffle=train)
                 self._sets[split] = PackedStream(texts, self.tokenizer, seq_len, limit, train)
             else:
                 rows = packed_rows(cfg, self.tokenizer, split)
-                limit = None if split == "train" else cfg.get("max_eval_sequences")
+                limit = None if split == "train" else cfg.max_eval_sequences
                 # validation plants too (its own seed): val loss is on the training language
                 plant = fact_transform(cfg, self.tokenizer, self.seed if split == "train" else -1)
                 self._sets[split] = PackedDataset(rows[:limit] if limit else rows, plant)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -29,10 +27,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, check_cli_choices, compose
-from ssmax.data.corpus import atomic_write, embedded_jsonl, embedded_sha, split_of
+from ssmax.data.corpus import embedded_jsonl, embedded_sha, split_of
 from ssmax.data.hub import offline
 from ssmax.data.shards import DTYPE, FORMAT, MANIFEST, read_manifest
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.io import atomic_dir, atomic_write_json
 
 SPLITS = ("train", "validation")  # the evals read the test split's text
 ENCODE_BATCH = 256  # documents per tokenizer call
@@ -45,7 +44,7 @@ def inputs(data_cfg: DictConfig) -> tuple[dict[str, list[str]], dict[str, Any]]:
         path = str(embedded_jsonl(data_cfg))
         source = {"source": "embedded", "sha256": embedded_sha()}
         files: Any = [path]
-    elif data_cfg.source == "slimpajama" and data_cfg.get("slimpajama_files"):
+    elif data_cfg.source == "slimpajama" and data_cfg.slimpajama_files:
         files = OmegaConf.to_container(data_cfg.slimpajama_files, resolve=True)
         files = [files] if isinstance(files, str) else files
         source = {"source": "slimpajama", "files": files}
@@ -114,7 +113,7 @@ def prepare(cfg: DictConfig) -> Path:
     import datasets
 
     data_cfg = cfg.data
-    if not data_cfg.get("shards_dir"):
+    if not data_cfg.shards_dir:
         raise ConfigError("data.shards_dir is not set: the folder to write the shards into")
     folder = Path(data_cfg.shards_dir).expanduser().resolve()
     by_split, source = inputs(data_cfg)
@@ -130,9 +129,7 @@ def prepare(cfg: DictConfig) -> Path:
         for split, files in by_split.items()
         for i, at in enumerate(range(0, len(files), per))
     ]
-    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_dir(folder) as tmp:  # the shards appear whole or not at all
         plain = OmegaConf.to_container(data_cfg, resolve=True)
         done = datasets.Dataset.from_list(tasks).map(
             write_shard, fn_kwargs={"data_cfg": plain, "out": str(tmp), "hashed": hashed},
@@ -148,11 +145,7 @@ def prepare(cfg: DictConfig) -> Path:
         manifest = {"format": FORMAT, "dtype": np.dtype(DTYPE).name, "tokenizer": tok.name,
                     "eos_id": tok.eos_id, "vocab_size": tok.vocab_size, "source": source,
                     "splits": splits}  # fmt: skip
-        atomic_write(tmp / MANIFEST, json.dumps(manifest, indent=1).encode())
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        atomic_write_json(tmp / MANIFEST, manifest, indent=1)
     return folder
 
 

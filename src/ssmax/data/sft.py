@@ -19,10 +19,11 @@ from ssmax.data.module import TokenizedDataModule
 from ssmax.data.packing import train_sampler
 from ssmax.data.squad import load_squad
 from ssmax.data.tokenizer import Tokenizer
+from ssmax.schema import DataConfig
 
 log = logging.getLogger(__name__)
 IGNORE = -100
-DEFAULT_PROMPT = "{context}\n\nQuestion: {question}\nAnswer:"
+DEFAULT_PROMPT = DataConfig.sft_prompt  # data.sft_prompt's default (ssmax.schema)
 
 
 def prompt_text(context: str, question: str, template: str = DEFAULT_PROMPT) -> str:
@@ -119,7 +120,7 @@ class SFTDataset(Dataset):
 
 def build_sft_dataset(data_cfg: DictConfig, tokenizer: Tokenizer, split: str) -> SFTDataset:
     seq_len = int(data_cfg.seq_len)
-    template = data_cfg.get("sft_prompt", DEFAULT_PROMPT)
+    template = data_cfg.sft_prompt
     examples = load_squad(data_cfg, split)
     encoded = [encode_example(tokenizer, ex, seq_len, template) for ex in examples]
     kept = [e for e in encoded if e is not None]

@@ -10,25 +10,9 @@ from omegaconf import DictConfig
 
 from ssmax.data.corpus import split_of
 from ssmax.data.hub import offline, require_hub
+from ssmax.data.squad_schema import squad_features
 
 SFT_SPLITS = ("train", "validation")
-
-
-def squad_features():
-    import datasets
-
-    return datasets.Features(
-        {
-            "id": datasets.Value("string"),
-            "title": datasets.Value("string"),
-            "context": datasets.Value("string"),
-            "question": datasets.Value("string"),
-            "answers": {
-                "text": datasets.List(datasets.Value("string")),
-                "answer_start": datasets.List(datasets.Value("int32")),
-            },
-        }
-    )
 
 
 def flatten_nested(obj: dict) -> list[dict]:
@@ -99,7 +83,7 @@ def load_squad(data_cfg: DictConfig, split: str, filtered: bool = True):
 
         ds = _hash_split(generate_squad(data_cfg), split, float(data_cfg.sft_val_fraction))
     elif source == "squad_v2":
-        local = data_cfg.get("squad_files")
+        local = data_cfg.squad_files
         if local:
             by_split = isinstance(local, DictConfig | dict)
             files = local[split] if by_split else local

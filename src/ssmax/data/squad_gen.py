@@ -16,6 +16,7 @@ import re
 from omegaconf import DictConfig
 
 from ssmax.data.corpus import load_embedded
+from ssmax.data.squad_schema import squad_features
 
 NAMES = [
     "Mr. Ashby", "Mrs. Bertram", "Miss Carrow", "Captain Dunmore", "Lady Ellison",
@@ -125,9 +126,7 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
     """data.sft_num_examples rows as a datasets.Dataset with SQuAD 2.0 columns."""
     import datasets
 
-    from ssmax.data.squad import squad_features
-
-    seed = int(data_cfg.get("sft_seed", 0) if seed is None else seed)
+    seed = int(data_cfg.sft_seed if seed is None else seed)
     train = load_embedded(data_cfg, "train")
     docs = [sentences(t) for t in train["text"]]
     titles = [f"{b} ch. {c}" for b, c in zip(train["book"], train["chapter"], strict=True)]

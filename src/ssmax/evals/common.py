@@ -9,14 +9,18 @@ import torch
 
 from ssmax.model import Transformer
 
-PAPER_THETA_FACTOR = 50.0  # Sec. 3.2/3.3: theta 10,000 -> 500,000 for every eval, no retraining
+
+def scaled_theta(theta: float, factor: float) -> float:
+    """RoPE theta x factor: the one place theta is scaled (Sec. 3.2, 3.3: 10,000 x 50 = 500,000
+    for every eval, no retraining; the factor is pipeline.rope_factor)."""
+    return float(theta) * float(factor)
 
 
 @contextmanager
-def scaled_rope_theta(model: Transformer, factor: float = PAPER_THETA_FACTOR) -> Iterator[None]:
-    """Run the body with RoPE theta multiplied by ``factor``; restores it afterwards."""
+def scaled_rope_theta(model: Transformer, factor: float) -> Iterator[None]:
+    """Run the body with the model's RoPE theta x factor (scaled_theta); restored afterwards."""
     old = model.rope_theta
-    model.rope_theta = old * factor  # angles are rebuilt from this on every call
+    model.rope_theta = scaled_theta(old, factor)  # angles are rebuilt from this on every call
     try:
         yield
     finally:

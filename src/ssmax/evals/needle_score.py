@@ -28,7 +28,6 @@ import torch
 from omegaconf import DictConfig
 
 from ssmax.data.lm import test_texts
-from ssmax.data.sft import DEFAULT_PROMPT
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.common import device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
@@ -114,7 +113,7 @@ def needle_score_map(
 ) -> torch.Tensor:
     """Fig. 7: needle scores [n_layers, n_heads] of one fixed needle (paper's defaults)."""
     hay = take_haystack(test_texts(data_cfg, seed=seed), tokenizer, context_tokens)
-    template = data_cfg.get("sft_prompt", DEFAULT_PROMPT)
+    template = data_cfg.sft_prompt
     s = build_sample(tokenizer, hay, city, number, context_tokens, depth, template=template)
     return needle_scores(model, s.ids, s.span)
 
@@ -147,7 +146,7 @@ def top_needle_scores(
     """Fig. 8: per trial the top needle score over layers and heads, and the greedy outcome
     (one prefill serves both). Run under ``scaled_rope_theta``."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
-    template = data_cfg.get("sft_prompt", DEFAULT_PROMPT)
+    template = data_cfg.sft_prompt
     out = []
     for _ in range(trials):
         city, number = random_needle(rng)

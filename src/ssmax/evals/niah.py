@@ -23,7 +23,6 @@ import torch
 from omegaconf import DictConfig
 
 from ssmax.data.lm import test_texts
-from ssmax.data.sft import DEFAULT_PROMPT
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.common import device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
@@ -87,7 +86,7 @@ def run_niah(
 ) -> list[NeedleRecord]:
     """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
-    template = data_cfg.get("sft_prompt", DEFAULT_PROMPT)
+    template = data_cfg.sft_prompt
     records = []
     for context in context_sizes:
         for depth in depths:

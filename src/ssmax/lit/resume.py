@@ -20,9 +20,10 @@ from types import FrameType, TracebackType
 from typing import Any
 
 import lightning as L
-import torch
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from ssmax.io import atomic_torch_save, atomic_write_json
 
 REQUEUE_RECORD = "requeue.json"  # in the run folder: when the signal came, when training resumed
 
@@ -31,11 +32,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None
     ) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save(checkpoint, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(checkpoint, path)
 
 
 class ResumableMLFlowLogger(MLFlowLogger):
@@ -221,6 +218,4 @@ class StepBoundary(L.Callback):
 
 
 def _write_json(path: Path, obj: object) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2))
-    os.replace(tmp, path)
+    atomic_write_json(path, obj, indent=2)

@@ -11,6 +11,12 @@ same kernel for every variant (Sec. 2.3, Eq. 11):
     e/f swapped-in SSMax          as b, s initialised to 1 / mean_{n<=N} log n
     pn rationale model            m = s * p_n + b        p_n shared by all layers (Eq. 3)
 
+Beyond the paper, the length laws of the field (conf/variant/g_ to j_), N the training length:
+
+    qwen_log_n   Qwen's log-n scaling          m = s * max(1, log_N n)
+    llama4       Llama 4's attention temp.     m = 1 + beta * log(1 + floor(n / floor_scale))
+    sqrt_log_n   a slower-growing law          m = s * sqrt(log n)
+
 n is the number of keys the query attends to: position + 1 under the causal mask, which is
 also the cache length when decoding with a KV cache.
 """
@@ -18,7 +24,7 @@ also the cache length when decoding with a KV cache.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -27,20 +33,23 @@ from torch import nn
 from ssmax.model.cache import KVCache
 from ssmax.model.rope import apply_rope
 
-SCALES = ("none", "log_n", "p_n")
+SCALES = ("none", "log_n", "p_n", "qwen_log_n", "llama4", "sqrt_log_n")
 
 
 @dataclass
 class VariantConfig:
-    """Mirrors conf/variant/*.yaml."""
+    """The model's part of the `variant` config group (conf/variant/*.yaml; schema:
+    ssmax.schema adds the variant's `facts:`)."""
 
-    name: str = "a_softmax"
-    scale: str = "none"  # none | log_n | p_n: the length term multiplying q
+    name: str = "a_softmax"  # the option's name
+    scale: str = field(default="none", metadata={"choices": SCALES})  # the length term on q
     learn_s: bool = False  # s is a parameter per layer and head (else a fixed buffer)
-    s_init: float | str = 1.0  # a number, or "inv_mean_log_n" (Sec. 3 (e): 1 / mean log n)
+    s_init: int | float | str = 1.0  # a number, or "inv_mean_log_n" (Sec. 3 (e): 1 / mean log n)
     bias: bool = False  # learnable b per layer and head, added to the multiplier (Eq. 4)
-    b_init: float = 0.0
+    b_init: float = 0.0  # b's initial value
     pn_init: float = 1.0  # Sec. 2.1: p_n initialised to 1
+    beta: float = 0.1  # llama4 only: the temperature's slope (Llama 4's attn_scale)
+    floor_scale: float = field(default=1.0, metadata={"gt": 0})  # llama4 only: n's step, in N
 
 
 def inv_mean_log_n(train_len: int) -> float:
@@ -55,7 +64,7 @@ def resolve_s_init(variant: VariantConfig, train_len: int) -> float:
 
 
 def length_term(
-    variant: VariantConfig, n: torch.Tensor, p_n: torch.Tensor | None
+    variant: VariantConfig, n: torch.Tensor, p_n: torch.Tensor | None, train_len: int = 0
 ) -> torch.Tensor | None:
     """The per-position part of the multiplier (log n or p_n) in float32, or None for softmax.
 
@@ -66,6 +75,13 @@ def length_term(
         return None
     if variant.scale == "log_n":
         return torch.log(n.float())
+    if variant.scale == "qwen_log_n":
+        return (torch.log(n.float()) / math.log(train_len)).clamp(min=1.0)
+    if variant.scale == "llama4":
+        steps = torch.floor(n.float() / (variant.floor_scale * train_len))
+        return 1.0 + variant.beta * torch.log1p(steps)
+    if variant.scale == "sqrt_log_n":
+        return torch.sqrt(torch.log(n.float()))
     if p_n is None:
         raise ValueError("variant.scale=p_n needs the shared p_n table")
     return p_n.float()[(n.clamp(1, p_n.numel()) - 1).long()]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -15,17 +15,17 @@ from ssmax.model.rope import rope_angles
 
 @dataclass
 class ModelConfig:
-    """Mirrors conf/model/*.yaml."""
+    """The `model` config group (conf/model/*.yaml; schema: ssmax.schema)."""
 
-    name: str = "tiny"
-    vocab_size: int = 50257
-    n_layers: int = 12
-    n_heads: int = 12
-    dim: int = 768
-    ffn_dim: int = 2048
-    rope_theta: float = 10_000.0
-    norm_eps: float = 1e-5
-    init_std: float = 0.02
+    name: str = "tiny"  # the option's name (a preset names the one it expects)
+    vocab_size: int = field(default=50257, metadata={"gt": 0})  # config: ${data.vocab_size}
+    n_layers: int = field(default=12, metadata={"gt": 0})  # decoder blocks
+    n_heads: int = field(default=12, metadata={"gt": 0})  # attention heads per block
+    dim: int = field(default=768, metadata={"gt": 0})  # hidden size (n_heads x head_dim)
+    ffn_dim: int = field(default=2048, metadata={"gt": 0})  # SwiGLU hidden size
+    rope_theta: float = field(default=10_000.0, metadata={"gt": 0})  # Sec. 3 / App. B
+    norm_eps: float = field(default=1.0e-5, metadata={"gt": 0})  # paper silent: Llama 2's
+    init_std: float = field(default=0.02, metadata={"gt": 0})  # paper silent: N(0, 0.02)
 
 
 class RMSNorm(nn.Module):
@@ -109,7 +109,7 @@ class Transformer(nn.Module):
         positions = torch.arange(past, past + t, device=input_ids.device)
         cos, sin = rope_angles(positions, self.head_dim, self.rope_theta)
         n = positions + 1  # keys seen by each query under the causal mask
-        term = length_term(self.variant, n, getattr(self, "p_n", None))
+        term = length_term(self.variant, n, getattr(self, "p_n", None), self.train_len)
         x = self.tok_emb(input_ids)
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, term, cache, i)

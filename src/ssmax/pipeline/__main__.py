@@ -11,11 +11,9 @@ status  each node's state on disk (and its SLURM job, after `run executor=slurm`
 from __future__ import annotations
 
 import sys
-import time
-from datetime import datetime
 from pathlib import Path
 
-from ssmax.config import ConfigError, check_cli_choices
+from ssmax.config import ConfigError, check_cli_choices, check_override_keys
 
 
 def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
@@ -30,31 +28,12 @@ def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
 
 
 def run(overrides: list[str]) -> int:
-    from ssmax.pipeline.executors import EXECUTORS
-    from ssmax.pipeline.run import close_pipeline_run, plan
-    from ssmax.tracking import git_commit, start_pipeline_run, tracking_uri
+    """Plan, then run the plan with the configured executor (ssmax.pipeline.executors)."""
+    from ssmax.pipeline.executors import run_pipeline
+    from ssmax.pipeline.run import plan
 
-    start = time.perf_counter()
     cfg, jobs = plan(overrides)
-    if cfg.executor.kind == "slurm":  # submits and returns; a SLURM job closes the MLflow run
-        from ssmax.pipeline.slurm import run_cli
-
-        return run_cli(cfg, jobs, overrides)
-    name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
-    tags = {"kind": "pipeline", "preset": str(cfg.preset.name), "git_commit": git_commit()}
-    parent = start_pipeline_run(cfg, name, tags)
-    for job in jobs:
-        job.parent_run_id = parent
-    states = EXECUTORS[cfg.executor.kind](jobs, cfg, lambda line: print(line, flush=True))
-    close_pipeline_run(cfg, parent, jobs, states)
-    counts = {s: list(states.values()).count(s) for s in ("cached", "done", "failed", "blocked")}
-    print(f"\n{len(jobs)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
-    print(f"wall time: {time.perf_counter() - start:.1f} s")
-    report = next((j for j in jobs if j.stage == "report"), None)
-    if report is not None and states.get(report.name) in ("cached", "done"):
-        print(f"report: {report.done['outputs']['report_md']}")
-    print(f"browse: mlflow ui --backend-store-uri {tracking_uri(cfg)}")
-    return 1 if counts["failed"] or counts["blocked"] else 0
+    return run_pipeline(cfg, jobs, overrides, lambda line: print(line, flush=True))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         if command not in ("run", "plan", "status"):
             raise ConfigError(f"command {command!r} is unknown; allowed: run, plan, status")
         check_cli_choices(overrides)
+        check_override_keys(overrides, config_name="pipeline")
         if command == "run":
             return run(overrides)
         from ssmax.pipeline.run import plan

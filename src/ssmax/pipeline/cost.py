@@ -22,7 +22,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import model_config, variant_config
 from ssmax.model import count_parameters
-from ssmax.pipeline.dag import RATIONALE, SWITCHED, TRAINING_STAGES
 from ssmax.pipeline.run import NodeJob
 
 SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
@@ -55,17 +54,20 @@ def per_token(cfg: DictConfig, context: int, training: bool) -> tuple[float, int
     return (6 * n + 3 * attention if training else 2 * n + attention), n
 
 
-def node_cost(job: NodeJob, cfg: DictConfig, gpus: Callable[[str, DictConfig], int]) -> NodeCost:
-    stage, seq = job.stage, cfg.data.seq_len
+def node_cost(
+    job: NodeJob, cfg: DictConfig, gpus: Callable[[NodeJob, DictConfig], int]
+) -> NodeCost:
+    stage, seq = job.module, cfg.data.seq_len  # what the node runs: its stage module
     flops_per, n = per_token(cfg, seq, training=True)
     tokens = flops = disk = 0.0
     if stage in ("pretrain", "switch"):
         steps = cfg.trainer.pretrain.max_steps
         switch_step = max(1, round(cfg.pipeline.switch_fraction * steps))
-        if job.variant == RATIONALE:
+        facts = cfg.variant.facts
+        if facts.pretrain == "short":
             steps = max(1, round(cfg.pipeline.pn_fraction * steps))
-        if stage == "switch":
-            steps = 0 if SWITCHED[job.variant] == "final" else steps - switch_step
+        if facts.start is not None:
+            steps = 0 if facts.start.checkpoint == "weights" else steps - switch_step
         tokens = steps * cfg.trainer.pretrain.global_batch * seq
         flops = tokens * flops_per
         disk = n * (BYTES_TRAINING * (steps > 0) + BYTES_WEIGHTS * (1 + (stage == "pretrain")))
@@ -77,7 +79,7 @@ def node_cost(job: NodeJob, cfg: DictConfig, gpus: Callable[[str, DictConfig], i
             tokens += count * context
             flops += count * context * per_token(cfg, context, training=False)[0]
     inputs = list(job.input_dirs)
-    return NodeCost(job.name, tokens, flops, gpus(stage, cfg) if flops else 0, disk, inputs)
+    return NodeCost(job.name, tokens, flops, gpus(job, cfg) if flops else 0, disk, inputs)
 
 
 def eval_passes(cfg: DictConfig, stage: str) -> list[tuple[int, int]]:
@@ -102,19 +104,17 @@ def sft_examples(cfg: DictConfig) -> float:
     return cfg.data.sft_num_examples * kept * (1 - float(cfg.data.sft_val_fraction))
 
 
-def executor_gpus(base: DictConfig) -> Callable[[str, DictConfig], int]:
-    """stage, node config -> GPUs of its job."""
+def executor_gpus(base: DictConfig) -> Callable[[NodeJob, DictConfig], int]:
+    """node, node config -> GPUs of its job."""
     if base.executor.kind == "slurm":
         from ssmax.pipeline.slurm import stage_resources
 
-        def slurm(stage: str, cfg: DictConfig) -> int:
-            res = stage_resources(base, stage)
+        def slurm(job: NodeJob, cfg: DictConfig) -> int:
+            res = stage_resources(base, job.stage)
             return int(res["gpus_per_node"] or 0) * int(res["nodes"])
 
         return slurm
-    return lambda stage, cfg: (
-        cfg.trainer.devices * cfg.trainer.get("num_nodes", 1) if stage in TRAINING_STAGES else 1
-    )
+    return lambda job, cfg: cfg.trainer.devices * cfg.trainer.num_nodes if job.trains else 1
 
 
 def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
@@ -135,7 +135,7 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     c = base.cost
     throughput = float(c.peak_flops) * float(c.mfu)
     if base.executor.kind == "slurm":
-        where = f"the SLURM profile (partition {base.executor.get('partition')})"
+        where = f"the SLURM profile (partition {base.executor.partition})"
     else:  # in process: trainer.devices x num_nodes for training, one GPU per eval
         where = (f"executor={base.executor.kind}: trainer.devices x num_nodes; a cluster: "
                  "executor=slurm executor/slurm/profile=<name>")  # fmt: skip

@@ -1,38 +1,16 @@
-"""The reproduction as a graph of nodes, declared once.
-
-    pretrain(a) ──(final)───────> switch(e) ─┐
-         └──(87.5% checkpoint)──> switch(f) ─┤
-    pretrain(b), (c), (d) ───────────────────┼─> rope_pretrained ─> eval_loss ─┐
-                                             └─> sft ─> rope_sft ─> eval_niah ─┼─> report
-    pretrain(pn) ─────────────────────────────────────────────────── (Fig. 2) ─┘
+"""A declaration (ssmax.pipeline.declaration) expanded into nodes, inputs first.
 
 A node is (stage, variant, seed); its inputs are upstream node names. The stage modules in
-ssmax.stages do the work; this module only says what depends on what.
+ssmax.stages do the work; this module only says what depends on what, from the declaration
+and the variants' facts (ssmax.variants): no variant or stage is named here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SOFTMAX = "a_softmax"
-# Variants that start from softmax weights, and which of (a)'s checkpoints they take.
-SWITCHED = {"e_swap_after_pretrain": "final", "f_switch_during_pretrain": "switch_point"}
-RATIONALE = "pn_rationale"  # pretrained for Fig. 2 only: no SFT, no evals
-ALL_VARIANTS = (
-    "a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias",
-    "e_swap_after_pretrain", "f_switch_during_pretrain", "pn_rationale",
-)  # fmt: skip
-
-# stage -> the stage whose node (same variant and seed) it reads; "base" is the variant's
-# pretrained model: its pretrain node, or its switch node for (e) and (f).
-CHAIN = {
-    "rope_pretrained": "base",
-    "eval_loss": "rope_pretrained",
-    "sft": "base",
-    "rope_sft": "sft",
-    "eval_niah": "rope_sft",
-}
-TRAINING_STAGES = ("pretrain", "switch", "sft")
+from ssmax import variants as registry
+from ssmax.pipeline.declaration import START, Declaration
 
 
 @dataclass(frozen=True)
@@ -53,34 +31,49 @@ def node_name(stage: str, variant: str, seed: int) -> str:
     return f"{stage}/{variant}/seed{seed}"
 
 
-def build_dag(variants: list[str], seeds: list[int]) -> dict[str, Node]:
-    """Every node, in an order where inputs come first."""
-    unknown = sorted(set(variants) - set(ALL_VARIANTS))
+def with_starts(variants: list[str]) -> list[str]:
+    """The variants plus those they start from (transitively), each after its start."""
+    known = registry.names()
+    unknown = sorted(set(variants) - set(known))
     if unknown:
-        raise ValueError(f"pipeline.variants: unknown {unknown}; allowed: {list(ALL_VARIANTS)}")
-    wanted = set(variants)
-    if wanted & set(SWITCHED):
-        wanted.add(SOFTMAX)  # (e) and (f) need (a)'s weights
-    order = [v for v in ALL_VARIANTS if v in wanted]
+        raise ValueError(f"pipeline.variants: unknown {unknown}; allowed: {known}")
+    out: list[str] = []
+
+    def add(variant: str) -> None:
+        start = registry.facts(variant).start
+        if start is not None and start["variant"] not in out:
+            add(start["variant"])
+        if variant not in out:
+            out.append(variant)
+
+    for variant in registry.ordered(variants):
+        add(variant)
+    return out
+
+
+def build_dag(decl: Declaration, variants: list[str], seeds: list[int]) -> dict[str, Node]:
+    """Every node, in an order where inputs come first."""
+    order = with_starts(variants)
     nodes: list[Node] = []
     leaves: list[str] = []
+    reads = list(decl.report["reads"])
     for seed in seeds:
         for variant in order:
-            if variant in SWITCHED:
-                base = Node("switch", variant, seed, (node_name("pretrain", SOFTMAX, seed),))
+            facts = registry.facts(variant)
+            if facts.start is None:
+                first = Node(decl.start["scratch"], variant, seed)
             else:
-                base = Node("pretrain", variant, seed)
-            nodes.append(base)
-            leaves.append(base.name)  # the report reads its pretraining loss (and p_n)
-            if variant == RATIONALE:
-                continue
-            names = {"base": base.name}
-            for stage, source in CHAIN.items():
-                node = Node(stage, variant, seed, (names[source],))
-                names[stage] = node.name
-                nodes.append(node)
-            leaves += [names["eval_loss"], names["eval_niah"]]
-    nodes.append(Node("report", None, None, tuple(leaves)))
+                upstream = node_name(decl.start["scratch"], facts.start["variant"], seed)
+                first = Node(decl.start["from_other"], variant, seed, (upstream,))
+            nodes.append(first)
+            names = {START: first.name}
+            if facts.evals:
+                for stage, source in decl.chain.items():
+                    node = Node(stage, variant, seed, (names[source],))
+                    names[stage] = node.name
+                    nodes.append(node)
+            leaves += [names[s] for s in reads if s in names]
+    nodes.append(Node(decl.report_stage, None, None, tuple(leaves)))
     return {n.name: n for n in nodes}
 
 

@@ -1,7 +1,10 @@
-"""Executors: the same NodeJobs in this process, or in local subprocesses side by side.
+"""Executors: the same NodeJobs in this process, in local subprocesses side by side, or as
+SLURM jobs (ssmax.pipeline.slurm), behind one interface, and the one runner over them.
 
-Each returns {node name: state}, state one of cached | done | failed | blocked (an input
-failed, so the node did not run).
+An executor is called as executor(jobs, cfg, log, parent) and returns {node name: state},
+state one of cached | done | failed | blocked (an input failed, so the node did not run), or
+queued | running for SLURM jobs it did not wait for (executor.wait=false). `parent` is the
+invocation's MLflow run (ssmax.pipeline.run.ParentRun): the nodes' runs are its children.
 """
 
 from __future__ import annotations
@@ -14,18 +17,28 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ssmax.pipeline.run import NodeJob, execute_node
-from ssmax.pipeline.slurm import run_slurm  # one SLURM job per node; the CLI uses slurm.run_cli
+from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
+from ssmax.pipeline.slurm import run_slurm
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")
+IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns
 
 
 def _blocked(job: NodeJob, states: dict[str, str]) -> bool:
     return any(states.get(i) in ("failed", "blocked") for i in job.input_dirs)
 
 
-def run_inprocess(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
+def _adopt(jobs: list[NodeJob], parent: ParentRun) -> None:
+    run_id = parent.id()
+    for job in jobs:
+        job.parent_run_id = run_id
+
+
+def run_inprocess(
+    jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun
+) -> dict[str, str]:
+    _adopt(jobs, parent)
     states: dict[str, str] = {}
     for job in jobs:  # inputs come first
         if job.done is not None:
@@ -45,11 +58,13 @@ def run_inprocess(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, s
     return states
 
 
-def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
+def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
     """Up to executor.workers nodes at once, each in its own process (submitit's local
-    executor); a node starts as soon as its inputs are finished."""
+    executor); a node starts as soon as its inputs are finished. Inline stages (no compute)
+    run here instead: a worker costs ~13 s of process start, MLflow store and imports."""
     import submitit
 
+    _adopt(jobs, parent)
     workers = int(cfg.executor.workers)
     executor = submitit.AutoExecutor(
         folder=Path(cfg.paths.output_dir) / "pipeline" / "submitit", cluster="local"
@@ -64,6 +79,9 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
             if _blocked(job, states):
                 states[job.name] = "blocked"
                 pending.remove(job)
+            elif job.inline and all(states.get(i) in FINISHED for i in job.input_dirs):
+                pending.remove(job)  # seconds saved per node: no worker process to start
+                states |= run_inprocess([job], cfg, log, parent)
             elif len(running) < workers and all(states.get(i) in FINISHED for i in job.input_dirs):
                 job.threads = threads
                 running[job.name] = executor.submit(execute_node, job)
@@ -86,3 +104,25 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log) -> dict[str, str]:
 
 
 EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
+
+
+def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log) -> int:
+    """Run the planned jobs with cfg.executor.kind's executor under one MLflow parent run; the
+    exit status: 0, or 1 when a node failed or was blocked."""
+    from ssmax.tracking import tracking_uri
+
+    start = time.perf_counter()
+    parent = ParentRun(cfg)
+    states = EXECUTORS[cfg.executor.kind](jobs, cfg, log, parent)
+    if any(s in IN_FLIGHT for s in states.values()):  # SLURM, not waited for: a job closes it
+        log(f"watch: python -m ssmax.pipeline status {' '.join(overrides)}")
+        return 0
+    parent.close(jobs, states)
+    counts = {s: list(states.values()).count(s) for s in ("cached", "done", "failed", "blocked")}
+    log(f"\n{len(jobs)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    log(f"wall time: {time.perf_counter() - start:.1f} s")
+    report = next((j for j in jobs if j.variant is None), None)
+    if report is not None and states.get(report.name) in FINISHED:
+        log(f"report: {report.done['outputs']['report_md']}")
+    log(f"browse: mlflow ui --backend-store-uri {tracking_uri(cfg)}")
+    return 1 if counts["failed"] or counts["blocked"] else 0

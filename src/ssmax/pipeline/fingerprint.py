@@ -1,8 +1,8 @@
 """A node's fingerprint: what its result depends on, hashed.
 
-It covers the config keys the stage reads (not logging or progress settings), the
-fingerprints of its inputs, the source code of the modules the stage runs, and the data
-manifest. Same fingerprint, same result: the node is skipped.
+It covers the config keys the stage declares it reads (its SPEC; not logging or progress
+settings), the fingerprints of its inputs, the source code of the modules the stage runs, and
+the data manifest. Same fingerprint, same result: the node is skipped.
 """
 
 from __future__ import annotations
@@ -14,30 +14,14 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.stages.spec import StageSpec
+
 SFT_KEYS = ("sft_", "squad_files", "hf_squad")
 # where data lives and how it is read; the shards' content counts instead (training_data)
 LOCAL_DATA_KEYS = ("cache_dir", "num_workers", "shards_dir", "prepare_num_proc",
                    "prepare_files_per_shard")  # fmt: skip
 PACKAGE = Path(__file__).resolve().parents[1]
-_TRAIN_CODE = ("model", "lit", "data", "train.py", "config.py", "stages/common.py")
-# stage -> (config keys it reads, code it runs, relative to src/ssmax)
-STAGE_DEPS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "pretrain": (("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
-                  "pipeline.switch_fraction", "pipeline.pn_fraction"),
-                 (*_TRAIN_CODE, "stages/pretrain.py")),
-    "switch": (("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
-                "pipeline.switch_fraction", "pipeline.switch_warmup_fraction"),
-               (*_TRAIN_CODE, "stages/switch.py")),
-    "sft": (("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
-            (*_TRAIN_CODE, "stages/sft.py")),
-    "rope_pretrained": (("model.rope_theta", "pipeline.rope_factor"), ("stages/rope.py",)),
-    "rope_sft": (("model.rope_theta", "pipeline.rope_factor"), ("stages/rope.py",)),
-    "eval_loss": (("seed", "data:lm", "eval.loss"),
-                  ("model", "data", "evals", "stages/common.py", "stages/eval_loss.py")),
-    "eval_niah": (("seed", "data", "eval.niah", "eval.needle_scores", "eval.copy_probe"),
-                  ("model", "data", "evals", "stages/common.py", "stages/eval_niah.py")),
-    "report": (("pipeline.seeds", "pipeline.variants"), ("stages/report.py",)),
-}  # fmt: skip
+FACTS = "facts"  # a variant's facts: a stage that acts on one declares it (variant.facts.<key>)
 
 
 def select(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, object]:
@@ -48,6 +32,8 @@ def select(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, object]:
         value = OmegaConf.select(cfg, "data" if key == "data:lm" else key, default=None)
         if OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
+        if key == "variant":  # the model's part; facts that shape a result are declared apart
+            value = {k: v for k, v in value.items() if k != FACTS}
         if key.startswith("data"):  # where files live and how they are read: not the result
             value = {k: v for k, v in value.items() if k not in LOCAL_DATA_KEYS}
         if key == "data:lm":
@@ -82,25 +68,26 @@ def data_manifest(cfg: DictConfig) -> str:
 def training_data(cfg: DictConfig) -> dict[str, object]:
     """What pretraining reads beyond its config: the prepared shards' manifest, or for a stream
     packed per (rank, DataLoader worker) the number of those shards (it shapes the rows)."""
-    if cfg.data.get("shards_dir"):
+    if cfg.data.shards_dir:
         from ssmax.data.shards import manifest_sha
 
         return {"shards": manifest_sha(cfg.data.shards_dir)}
     if cfg.data.source == "slimpajama":
         t = cfg.trainer
-        return {"stream_shards": t.devices * t.get("num_nodes", 1) * max(cfg.data.num_workers, 1)}
+        return {"stream_shards": t.devices * t.num_nodes * max(cfg.data.num_workers, 1)}
     return {}
 
 
-def fingerprint(stage: str, cfg: DictConfig, input_fingerprints: list[str]) -> str:
-    keys, code = STAGE_DEPS[stage]
+def fingerprint(stage: str, spec: StageSpec, cfg: DictConfig, input_fingerprints: list[str]) -> str:
+    """The node's fingerprint from what its stage declares (ssmax.stages.spec.StageSpec)."""
+    keys = spec.reads
     payload = {
         "stage": stage,
         "config": select(cfg, keys),
         "inputs": input_fingerprints,
-        "code": code_hash(code),
+        "code": code_hash(spec.code),
         "data": data_manifest(cfg) if any(k.startswith("data") for k in keys) else None,
     }
-    if stage in ("pretrain", "switch"):
+    if spec.trains and "data:lm" in keys:  # pretraining: the shards it reads
         payload |= training_data(cfg)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()

@@ -16,20 +16,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import absolute_paths, compose, validate
-from ssmax.pipeline.dag import TRAINING_STAGES, Node, build_dag
+from ssmax.pipeline.dag import Node, build_dag
+from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
 from ssmax.pipeline.state import node_dir, read_done, read_record, write_done
+from ssmax.stages.spec import COMMON_USES, StageSpec
 
-STAGE_MODULES = {
-    "pretrain": "pretrain",
-    "switch": "switch",
-    "sft": "sft",
-    "rope_pretrained": "rope",
-    "rope_sft": "rope",
-    "eval_loss": "eval_loss",
-    "eval_niah": "eval_niah",
-    "report": "report",
-}
+
+def stage_spec(module: str) -> StageSpec:
+    """The SPEC a stage module declares (ssmax.stages.<module>)."""
+    return importlib.import_module(f"ssmax.stages.{module}").SPEC
 
 
 @dataclass
@@ -38,6 +34,9 @@ class NodeJob:
 
     name: str
     stage: str
+    module: str  # in ssmax.stages
+    trains: bool  # the stage makes its own MLflow run and checkpoints
+    inline: bool  # no compute: the local executor runs it in its own process
     variant: str | None
     seed: int | None
     cfg_yaml: str
@@ -52,15 +51,39 @@ class NodeJob:
         return read_done(Path(self.dir), self.fingerprint)
 
 
+def only_keys(cfg: DictConfig, keys: tuple[str, ...]) -> DictConfig:
+    """A copy of cfg holding only the given dotted keys ("data:lm" keeps data); reading any
+    other key of it raises."""
+    out = OmegaConf.create({})
+    for key in keys:
+        key = key.split(":")[0]
+        value = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+        if value is not None or OmegaConf.select(cfg, key, default="?") is None:
+            OmegaConf.update(out, key, value, force_add=True)
+    OmegaConf.set_struct(out, True)
+    return out
+
+
 def compose_pipeline(
     overrides: list[str], variant: str | None = None, seed: int | None = None
 ) -> DictConfig:
     """The pipeline config, or one node's (its variant, seed and per-variant overrides)."""
     base = compose(*overrides, config_name="pipeline")
     if variant is None:
+        declared(base)
         return base
-    extra = list(base.pipeline.overrides.get(variant, []))
+    extra = list(base.pipeline.overrides.get(variant) or [])
     return compose(*overrides, f"variant={variant}", f"seed={seed}", *extra, config_name="pipeline")
+
+
+def declared(cfg: DictConfig) -> Declaration:
+    """The declaration pipeline.file names; it fills pipeline.variants and pipeline.seeds where
+    the config leaves them null."""
+    decl = load(str(cfg.pipeline.file))
+    for key in ("variants", "seeds"):
+        if cfg.pipeline[key] is None:
+            cfg.pipeline[key] = list(getattr(decl, key))
+    return decl
 
 
 def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
@@ -68,7 +91,8 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     base = compose_pipeline(overrides)
     validate(base)
     absolute_paths(base)
-    dag = build_dag(list(base.pipeline.variants), list(base.pipeline.seeds))
+    decl = declared(base)
+    dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
     configs: dict[tuple[str | None, int | None], DictConfig] = {}
     jobs: dict[str, NodeJob] = {}
     for node in dag.values():
@@ -78,15 +102,17 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
             validate(cfg)
             absolute_paths(cfg)
             configs[key] = cfg
-        jobs[node.name] = _job(node, configs[key], jobs)
+        jobs[node.name] = _job(node, decl.stages[node.stage], configs[key], jobs)
     return base, list(jobs.values())
 
 
-def _job(node: Node, cfg: DictConfig, upstream: dict[str, NodeJob]) -> NodeJob:
-    fp = fingerprint(node.stage, cfg, [upstream[i].fingerprint for i in node.inputs])
+def _job(node: Node, module: str, cfg: DictConfig, upstream: dict[str, NodeJob]) -> NodeJob:
+    spec = stage_spec(module)
+    fp = fingerprint(node.stage, spec, cfg, [upstream[i].fingerprint for i in node.inputs])
     directory = node_dir(cfg.paths.output_dir, node.name, fp)
     return NodeJob(
-        name=node.name, stage=node.stage, variant=node.variant, seed=node.seed,
+        name=node.name, stage=node.stage, module=module, trains=spec.trains,
+        inline=spec.inline, variant=node.variant, seed=node.seed,
         cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), fingerprint=fp, dir=str(directory),
         input_dirs={i: upstream[i].dir for i in node.inputs},
     )  # fmt: skip
@@ -98,9 +124,9 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     When several processes run the node (DDP: one SLURM task per device), each runs the stage
     (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
     the done-marker. The others return the record without writing it."""
+    from ssmax.ranks import global_rank
     from ssmax.stages.common import StageContext
     from ssmax.tracking import child_run, finish_run
-    from ssmax.train import global_rank
 
     if job.threads:
         import torch
@@ -119,12 +145,15 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         if record is None:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
         inputs[name] = record["outputs"]
-    trains = job.stage in TRAINING_STAGES
-    tracked = rank0 and not trains  # training makes its own MLflow run (rank 0's logger)
+    tracked = rank0 and not job.trains  # training makes its own MLflow run (rank 0's logger)
     run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
-    ctx = StageContext(job.name, job.stage, cfg, directory, inputs, run_id, _tags(job))
+    stage_cfg = cfg
+    if cfg.pipeline.strict_reads:  # the stage sees only what it declares
+        spec = stage_spec(job.module)
+        stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
+    ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job))
     start = time.perf_counter()
-    module = importlib.import_module(f"ssmax.stages.{STAGE_MODULES[job.stage]}")
+    module = importlib.import_module(f"ssmax.stages.{job.module}")
     try:
         outputs = module.run(ctx)
     except BaseException:
@@ -150,6 +179,36 @@ def _tags(job: NodeJob) -> dict[str, str]:
     return tags
 
 
+class ParentRun:
+    """The MLflow run of one pipeline invocation, its nodes' runs its children. Started on first
+    use (id()): an executor that only adopts jobs already in flight starts none. An executor
+    whose own job closes it (SLURM's closing job) hands it off; else close() ends it."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg, self.handed_off = cfg, False
+        self._id: str | None = None
+
+    def id(self) -> str:
+        if self._id is None:
+            from datetime import datetime
+
+            from ssmax.tracking import git_commit, start_pipeline_run
+
+            cfg = self.cfg
+            name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
+            tags = {"kind": "pipeline", "preset": str(cfg.preset.name),
+                    "git_commit": git_commit(), "executor": str(cfg.executor.kind)}  # fmt: skip
+            self._id = start_pipeline_run(cfg, name, tags)
+        return self._id
+
+    def hand_off(self) -> None:
+        self.handed_off = True
+
+    def close(self, jobs: list[NodeJob], states: dict[str, str]) -> None:
+        if not self.handed_off:
+            close_pipeline_run(self.cfg, self.id(), jobs, states)
+
+
 def close_pipeline_run(
     cfg: DictConfig, parent_run_id: str, jobs: list[NodeJob], states: dict[str, str]
 ) -> None:
@@ -164,7 +223,7 @@ def close_pipeline_run(
         tags = _tags(job) | {"cached": "true", "source_run_id": str(record.get("run_id"))}
         run_id = child_run(cfg, job.name, parent_run_id, tags, log_params=False)
         finish_run(cfg, run_id, "FINISHED")
-    report = next((j for j in jobs if j.stage == "report"), None)
+    report = next((j for j in jobs if j.variant is None), None)
     if report is not None and states.get(report.name) in ("cached", "done"):
         log_artifacts(cfg, parent_run_id, Path(report.dir) / "report")
     failed = any(s in ("failed", "blocked") for s in states.values())

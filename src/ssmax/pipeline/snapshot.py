@@ -15,6 +15,8 @@ import shlex
 import shutil
 from pathlib import Path
 
+from ssmax.io import atomic_dir
+
 REPO = Path(__file__).resolve().parents[3]
 COPIED = ("src", "conf")
 SKIP = ("__pycache__", "*.pyc", "*.egg-info")
@@ -42,12 +44,10 @@ def snapshot(output_dir: str | Path, root: Path = REPO) -> Path:
     dest = Path(output_dir) / "pipeline" / "snapshots" / code_digest(root)[:16]
     if dest.exists():
         return dest
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for name in COPIED:
-        shutil.copytree(root / name, tmp / name, ignore=shutil.ignore_patterns(*SKIP))
-    (tmp / "data").symlink_to(root / "data", target_is_directory=True)
-    tmp.rename(dest)  # whole or not at all: a half copy is never used
+    with atomic_dir(dest) as tmp:  # whole or not at all: a half copy is never used
+        for name in COPIED:
+            shutil.copytree(root / name, tmp / name, ignore=shutil.ignore_patterns(*SKIP))
+        (tmp / "data").symlink_to(root / "data", target_is_directory=True)
     return dest
 
 

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ssmax.io import atomic_write_json
+
 DONE = "done.json"
 
 
@@ -35,6 +37,4 @@ def read_done(directory: Path, fingerprint: str) -> dict[str, Any] | None:
 
 
 def write_done(directory: Path, record: dict[str, Any]) -> None:
-    tmp = directory / (DONE + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
-    tmp.replace(directory / DONE)
+    atomic_write_json(directory / DONE, record, indent=2, sort_keys=True)

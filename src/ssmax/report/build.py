@@ -20,16 +20,16 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
     """The run's settings as the report shows them (and where Fig. 4 finds MLflow)."""
     from ssmax.tracking import tracking_uri
 
-    uri = tracking_uri(cfg) if cfg.tracking.get("enabled", True) else None
+    uri = tracking_uri(cfg) if cfg.tracking.enabled else None
     details = {
         "variants": ", ".join(cfg.pipeline.variants),
-        "model": f"{cfg.preset.get('model', '?')}: {cfg.model.n_layers} layers, "
+        "model": f"{cfg.preset.model}: {cfg.model.n_layers} layers, "
         f"{cfg.model.n_heads} heads, dim {cfg.model.dim}",
         "pretraining steps": str(cfg.trainer.pretrain.max_steps),
         "RoPE theta at eval": f"{cfg.model.rope_theta:g} x {cfg.pipeline.rope_factor}",
     }
     details |= trained_on(cfg.data)
-    for name, block in cfg.get("eval", {}).items():
+    for name, block in cfg.eval.items():
         details[f"eval.{name}"] = json.dumps(OmegaConf.to_container(block, resolve=True))
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
                     details)  # fmt: skip
@@ -43,7 +43,7 @@ def trained_on(data: DictConfig) -> dict[str, str]:
         pre = f"embedded corpus (Jane Austen's six novels), byte-level BPE of {data.vocab_size}"
     else:
         pre = f"SlimPajama ({data.hf_slimpajama}), {data.tokenizer} tokenizer"
-    spec = spec_from_cfg(data.get("facts"))
+    spec = spec_from_cfg(data.facts)
     if spec.fraction > 0:
         fact, question = spec.templates[0]
         pre += (

@@ -25,12 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmax.report.gather import Results
+from ssmax.variants import by_letter
 
-SHORT = {
-    "a_softmax": "a", "b_ssmax": "b", "c_ssmax_no_scale": "c", "d_ssmax_bias": "d",
-    "e_swap_after_pretrain": "e", "f_switch_during_pretrain": "f",
-}  # fmt: skip
-VAR = {v: k for k, v in SHORT.items()}
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
 # t(0.975, df) for df = 1..30; past 30 the normal 1.96 is within 4%.
@@ -173,7 +169,7 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
 
     def vals(metric: str, letter: str) -> dict[int, float]:
         if (metric, letter) not in cache:
-            cache[metric, letter] = values_of(results, metric, VAR[letter])
+            cache[metric, letter] = values_of(results, metric, by_letter().get(letter, letter))
         return cache[metric, letter]
 
     checks, missing = [], []

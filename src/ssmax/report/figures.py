@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ssmax.pipeline.dag import RATIONALE
 from ssmax.report.formulas import LogFit, fig1_max_output, fig3_transformed, fit_log
 from ssmax.report.gather import Results, learned_p_n
 from ssmax.report.paper import PAPER
 from ssmax.report.plotting import FigureFile, new_figure, save
+from ssmax.variants import model_key
 
 FIG1_S = 0.43
 FIG3_S = (0.43, 1.0)  # the paper does not give Fig. 3's two values of s
@@ -50,10 +50,12 @@ def fig1(results: Results, folder: Path) -> FigureFile:
 def pn_fits(results: Results) -> dict[int, tuple[np.ndarray, LogFit]]:
     """seed -> (learned p_n, its log fit), for every rationale model that has weights."""
     out = {}
-    for seed, outputs in results.get("pretrain", RATIONALE).items():
-        p = learned_p_n(outputs.get("weights"))
-        if p is not None and p.size >= 3:
-            out[seed] = (p, fit_log(p))
+    rationale = [v for v in results.variants("pretrain") if model_key(v, "scale") == "p_n"]
+    for variant in rationale[:1]:
+        for seed, outputs in results.get("pretrain", variant).items():
+            p = learned_p_n(outputs.get("weights"))
+            if p is not None and p.size >= 3:
+                out[seed] = (p, fit_log(p))
     return out
 
 

@@ -8,7 +8,6 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ssmax.evals.haystack import NEEDLE
-from ssmax.report.figures_runs import EVAL_VARIANTS
 from ssmax.report.gather import Results, read_needle_map, read_needle_trials
 from ssmax.report.plotting import FigureFile, label, new_figure, save, variant_axes
 
@@ -23,7 +22,7 @@ MARKERS = {  # Fig. 8's outcome markers
 def fig7(results: Results, folder: Path) -> FigureFile:
     title = "Fig. 7: needle score per layer/head, sorted (top 25)"
     maps, seeds, needle = {}, set(), {}
-    for variant in EVAL_VARIANTS:
+    for variant in results.variants("eval_niah"):
         first = results.first("eval_niah", variant)
         rows = read_needle_map(first[1]) if first else None
         if rows:
@@ -68,7 +67,7 @@ def _seeds(seeds: set[int]) -> str:
 def fig8(results: Results, folder: Path) -> FigureFile:
     title = "Fig. 8: top needle score of each trial, sorted, with the retrieval outcome"
     trials, seeds, context = {}, set(), None
-    for variant in EVAL_VARIANTS:
+    for variant in results.variants("eval_niah"):
         first = results.first("eval_niah", variant)
         rows = read_needle_trials(first[1]) if first else None
         if rows:

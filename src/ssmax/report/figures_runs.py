@@ -10,10 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from ssmax.report.gather import Results, metric_history, read_loss_csv
-from ssmax.report.plotting import COLORS, FigureFile, label, new_figure, save, smooth
+from ssmax.report.plotting import FigureFile, label, new_figure, save, smooth
+from ssmax.variants import color, facts
 
-PRETRAIN_VARIANTS = ("a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias")
-EVAL_VARIANTS = (*PRETRAIN_VARIANTS, "e_swap_after_pretrain", "f_switch_during_pretrain")
+
+def curve_variants(results: Results) -> list[str]:
+    """Fig. 4's variants: those whose facts say curve: true."""
+    return [v for v in results.variants("pretrain") if facts(v).curve]
 
 
 def _seeds_note(seeds: list[list[int]]) -> str:
@@ -24,7 +27,7 @@ def _seeds_note(seeds: list[list[int]]) -> str:
 def learning_curves(results: Results) -> dict[str, tuple[np.ndarray, np.ndarray, list[int]]]:
     """variant -> (steps, mean train loss over seeds on common steps, seeds)."""
     uri, out = results.settings.tracking_uri, {}
-    for variant in PRETRAIN_VARIANTS:
+    for variant in curve_variants(results):
         histories = {
             seed: h
             for seed, o in results.get("pretrain", variant).items()
@@ -50,7 +53,7 @@ def fig4(results: Results, folder: Path) -> FigureFile:
     smoothed = {}
     for variant, (steps, loss, _) in curves.items():
         smoothed[variant] = dict(zip(steps.tolist(), smooth(loss, window), strict=True))
-        ax.plot(steps, smoothed[variant].values(), color=COLORS[variant], label=label(variant))
+        ax.plot(steps, smoothed[variant].values(), color=color(variant), label=label(variant))
     ax.set(xlabel="step", ylabel="train loss (smoothed)")
     ax.legend()
     ax.grid(alpha=0.3)
@@ -74,7 +77,7 @@ FIG5_SERIES = {"csv": "prose", "facts_csv": "planted facts"}  # eval_loss output
 def loss_curves(results: Results, key: str) -> tuple[dict[str, np.ndarray], list[list[int]]]:
     """variant -> per-position loss (mean over seeds) from eval_loss's CSV under ``key``."""
     curves, seeds = {}, []
-    for variant in EVAL_VARIANTS:
+    for variant in results.variants("eval_loss"):
         runs = {s: read_loss_csv(o.get(key)) for s, o in results.get("eval_loss", variant).items()}
         runs = {s: v for s, v in runs.items() if v is not None}
         if runs:
@@ -98,7 +101,7 @@ def fig5(results: Results, folder: Path) -> FigureFile:
     for ax, (name, (curves, _)) in zip(axes, panels.items(), strict=True):
         for variant, c in curves.items():
             y = smooth(c, np.arange(1, c.size + 1) // 4)
-            ax.plot(np.arange(1, y.size + 1), y, color=COLORS[variant], label=label(variant), lw=1)
+            ax.plot(np.arange(1, y.size + 1), y, color=color(variant), label=label(variant), lw=1)
             prefix = "" if name == "prose" else "facts_"
             columns += [f"{prefix}{variant}", f"{prefix}{variant}_raw"]
             series += [y, c]
@@ -145,7 +148,7 @@ def at_multiples(curve: np.ndarray, n_train: int) -> list[float]:
 def niah_grids(results: Results) -> dict[str, tuple[list, list, np.ndarray, int]]:
     """variant -> (context multiples, depths, mean full-accuracy grid over seeds, seeds)."""
     out = {}
-    for variant in EVAL_VARIANTS:
+    for variant in results.variants("eval_niah"):
         runs = [o for o in results.get("eval_niah", variant).values() if "accuracy_grid" in o]
         if runs:
             grid = np.mean([np.array(o["accuracy_grid"], dtype=float) for o in runs], axis=0)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ssmax.pipeline.dag import ALL_VARIANTS
+from ssmax.variants import ordered
 
 PRETRAINED = ("pretrain", "switch")  # a variant's pretraining node is one or the other
 
@@ -49,7 +49,7 @@ class Results:
         return dict(sorted(self.nodes.get(stage, {}).get(variant, {}).items()))
 
     def variants(self, stage: str) -> list[str]:
-        return [v for v in ALL_VARIANTS if self.nodes.get(stage, {}).get(v)]
+        return ordered([v for v, runs in self.nodes.get(stage, {}).items() if runs])
 
     def first(self, stage: str, variant: str) -> tuple[int, dict[str, Any]] | None:
         """The lowest seed's outputs, for the figures that show one seed."""

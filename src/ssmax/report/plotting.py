@@ -17,16 +17,7 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-LABELS = {
-    "a_softmax": "(a) Softmax",
-    "b_ssmax": "(b) SSMax",
-    "c_ssmax_no_scale": "(c) SSMax w/o s",
-    "d_ssmax_bias": "(d) SSMax + bias",
-    "e_swap_after_pretrain": "(e) swap after pretraining",
-    "f_switch_during_pretrain": "(f) switch during pretraining",
-    "pn_rationale": "p_n rationale",
-}
-COLORS = dict(zip(LABELS, ("C3", "C0", "C2", "C1", "C4", "C5", "C7"), strict=True))
+from ssmax.variants import label  # noqa: E402 - a variant's label is in its YAML (facts)
 
 
 @dataclass
@@ -41,10 +32,6 @@ class FigureFile:
     missing: str | None = None
     paper: str = ""  # what the paper reports in this figure
     measured: str = ""  # the same quantities in this run, in words and numbers
-
-
-def label(variant: str) -> str:
-    return LABELS.get(variant, variant)
 
 
 def new_figure(panels: int = 1, width: float = 5.0, height: float = 3.6) -> tuple[Figure, list]:

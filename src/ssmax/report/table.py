@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ssmax.pipeline.dag import ALL_VARIANTS
+from ssmax.variants import ordered
 
 
 def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
@@ -61,8 +61,8 @@ def fmt(values: list[float]) -> str:
 
 
 def rows(table: dict[str, dict[str, list[float]]]) -> tuple[list[str], list[list[str]]]:
-    """(columns, one row of formatted cells per variant in the paper's order)."""
-    variants = [v for v in ALL_VARIANTS if v in table]
+    """(columns, one row of formatted cells per variant, in the variants' order)."""
+    variants = ordered(list(table))
     columns = list(dict.fromkeys(c for v in variants for c in table[v]))
     body = [[v, *(fmt(table[v].get(c, [])) for c in columns)] for v in variants]
     return ["variant", *columns], body

@@ -29,7 +29,7 @@ class StageContext:
 
 
 def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
-    """The node's config as ssmax.train expects it: its folder, its MLflow name and parent."""
+    """The node's config as ssmax.training.train expects it: its folder, MLflow name, parent."""
     cfg = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
     cfg.objective = objective
     cfg.paths.run_dir = str(ctx.out_dir)
@@ -56,10 +56,10 @@ def eval_device(cfg: DictConfig) -> torch.device:
     return torch.device("cuda" if cuda and accelerator != "cpu" else "cpu")
 
 
-def load_model(cfg: DictConfig, weights: str, rope_theta: float) -> Transformer:
-    """The node's model with the given weights, in eval mode, at the given RoPE theta, on the
-    configured device (the evals move their batches there and use bf16 autocast on a GPU)."""
+def load_model(cfg: DictConfig, weights: str) -> Transformer:
+    """The node's model with the given weights, in eval mode, at its training RoPE theta (the
+    evals scale it with ssmax.evals.scaled_rope_theta), on the configured device (the evals
+    move their batches there and use bf16 autocast on a GPU)."""
     model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
     model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-    model.rope_theta = float(rope_theta)
     return model.to(eval_device(cfg)).eval()

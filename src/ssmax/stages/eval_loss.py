@@ -15,9 +15,17 @@ import torch
 from ssmax.data.facts import spec_from_cfg
 from ssmax.data.lm import test_fact_sequences, test_sequences
 from ssmax.data.tokenizer import load_tokenizer
+from ssmax.evals.common import scaled_rope_theta
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.stages.common import StageContext, load_model
+from ssmax.stages.spec import EVAL_CODE, StageSpec
 from ssmax.tracking import log_metrics
+
+SPEC = StageSpec(
+    reads=("seed", "data:lm", "eval.loss"),
+    code=(*EVAL_CODE, "stages/eval_loss.py"),
+    uses=("model", "variant", "data", "trainer.accelerator"),  # the model: the input's fingerprint
+)
 
 
 def write_csv(path: Path, losses: torch.Tensor) -> str:
@@ -31,11 +39,18 @@ def run(ctx: StageContext) -> dict[str, Any]:
     cfg, spec = ctx.cfg, ctx.only_input()
     settings, train_len = cfg.eval.loss, cfg.data.seq_len
     multiples = list(settings.report_multiples)
-    model = load_model(cfg, spec["weights"], spec["rope_theta"])
+    model = load_model(cfg, spec["weights"])
     tokenizer = load_tokenizer(cfg.data)
     length = round(train_len * settings.max_multiple) + 1  # + 1: the last position's target
     sequences = test_sequences(cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed)
-    losses = per_position_loss(model, sequences)
+    planted = None
+    if spec_from_cfg(cfg.data.facts).fraction > 0:
+        planted = test_fact_sequences(
+            cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed
+        )
+    with scaled_rope_theta(model, spec["rope_factor"]):
+        losses = per_position_loss(model, sequences)
+        fact_losses = per_position_loss(model, planted) if planted is not None else None
     at = loss_at_multiples(losses, train_len, multiples)
     out: dict[str, Any] = {
         "loss_at": {str(k): v for k, v in at.items()},
@@ -44,16 +59,9 @@ def run(ctx: StageContext) -> dict[str, Any]:
     }
     metrics = {f"eval/loss_at_{k}x": v for k, v in at.items()}
     # The same first N positions with the training theta: what theta x50 alone costs at 1x.
-    trained_theta = model.rope_theta
-    model.rope_theta = float(cfg.model.rope_theta)
     base = per_position_loss(model, sequences[:, : train_len + 1]).mean().item()
-    model.rope_theta = trained_theta
     out["base_theta_loss_at_1x"] = metrics["eval/base_theta_loss_at_1x"] = base
-    if spec_from_cfg(cfg.data.get("facts")).fraction > 0:
-        planted = test_fact_sequences(
-            cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed
-        )
-        fact_losses = per_position_loss(model, planted)
+    if fact_losses is not None:
         fact_at = loss_at_multiples(fact_losses, train_len, multiples)
         out["facts_loss_at"] = {str(k): v for k, v in fact_at.items()}
         out["facts_csv"] = write_csv(ctx.out_dir / "per_position_loss_facts.csv", fact_losses)

@@ -14,19 +14,45 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.evals.common import scaled_rope_theta
 from ssmax.evals.copying import copy_gain
 from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import accuracy_grid, run_niah
 from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
+from ssmax.stages.spec import EVAL_CODE, StageSpec
 from ssmax.tracking import log_metrics
+
+SPEC = StageSpec(
+    reads=("seed", "data", "eval.niah", "eval.needle_scores", "eval.copy_probe"),
+    code=(*EVAL_CODE, "stages/eval_niah.py"),
+    uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
+)
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
     cfg, spec = ctx.cfg, ctx.only_input()
-    settings, train_len = cfg.eval.niah, cfg.data.seq_len
-    model = load_model(cfg, spec["weights"], spec["rope_theta"])
+    model = load_model(cfg, spec["weights"])
     tokenizer = load_tokenizer(cfg.data)
+    with scaled_rope_theta(model, spec["rope_factor"]):
+        out, metrics = scaled_theta_evals(ctx, model, tokenizer)
+    base = list(cfg.eval.niah.base_theta_multiples or [])
+    if base:  # the same test with the training theta: is the skill there before theta x50?
+        out["base_theta_accuracy"] = base_theta_niah(cfg, model, tokenizer, base)
+        metrics |= {
+            f"eval/niah_base_theta_at_{k}x": v for k, v in out["base_theta_accuracy"].items()
+        }
+    if ctx.run_id:
+        log_metrics(cfg, ctx.run_id, metrics)
+    return out
+
+
+def scaled_theta_evals(
+    ctx: StageContext, model: Transformer, tokenizer: Tokenizer
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """NIAH, the needle scores and the copy probe, all with the model as it is (theta x50)."""
+    cfg = ctx.cfg
+    settings, train_len = cfg.eval.niah, cfg.data.seq_len
     multiples = list(settings.context_multiples)
     records = run_niah(
         model, tokenizer, cfg.data, [m * train_len for m in multiples],
@@ -43,42 +69,31 @@ def run(ctx: StageContext) -> dict[str, Any]:
         out[f"{key}_grid"] = grid.tolist()
     out["depths"] = depths
     metrics = {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()}
-    base = list(settings.get("base_theta_multiples") or [])
-    if base:  # the same test with the training theta: is the skill there before theta x50?
-        out["base_theta_accuracy"] = base_theta_niah(cfg, model, tokenizer, base)
-        metrics |= {
-            f"eval/niah_base_theta_at_{k}x": v for k, v in out["base_theta_accuracy"].items()
-        }
-    if cfg.eval.get("needle_scores") is not None:  # older configs have no such block
+    if cfg.eval.needle_scores is not None:  # eval.needle_scores=null: off
         out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
         summary = out["needle_scores"]
         metrics |= {f"eval/needle_{k}": summary[k] for k in ("map_max", "top_mean", "full")}
-    if cfg.eval.get("copy_probe") is not None:
+    if cfg.eval.copy_probe is not None:
         probe = cfg.eval.copy_probe
         out["copy"] = copy_gain(
             model, tokenizer.vocab_size, tokenizer.eos_id, int(probe.span), int(probe.count),
             seed=cfg.seed,
         )  # fmt: skip
         metrics["eval/copy_gain"] = out["copy"]["gain"]
-    if ctx.run_id:
-        log_metrics(cfg, ctx.run_id, metrics)
-    return out
+    return out, metrics
 
 
 def base_theta_niah(
     cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, multiples: list
 ) -> dict[str, float]:
-    """NIAH accuracy (mean over depths) at the given multiples with the training theta."""
-    settings, scaled = cfg.eval.niah, model.rope_theta
-    model.rope_theta = float(cfg.model.rope_theta)
-    try:
-        records = run_niah(
-            model, tokenizer, cfg.data, [m * cfg.data.seq_len for m in multiples],
-            list(settings.depths), settings.samples, seed=cfg.seed,
-            answer_tokens=settings.max_new_tokens,
-        )  # fmt: skip
-    finally:
-        model.rope_theta = scaled
+    """NIAH accuracy (mean over depths) at the given multiples with the training theta (the
+    model as loaded, outside scaled_rope_theta)."""
+    settings = cfg.eval.niah
+    records = run_niah(
+        model, tokenizer, cfg.data, [m * cfg.data.seq_len for m in multiples],
+        list(settings.depths), settings.samples, seed=cfg.seed,
+        answer_tokens=settings.max_new_tokens,
+    )  # fmt: skip
     _, _, grid = accuracy_grid(records, "full")
     return {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
 

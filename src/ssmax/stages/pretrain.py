@@ -1,4 +1,5 @@
-"""Pretraining from scratch: (a)-(d) for the full run, the p_n model for its shorter one.
+"""Pretraining from scratch: the full run, or pipeline.pn_fraction of it for a variant whose
+facts say `pretrain: short` (the p_n model of Sec. 2.1).
 
 Every pretrain node also saves its weights at pipeline.switch_fraction of its steps (87.5%,
 175k of 200k at paper scale), and where its data stood then, which switch(f) starts from.
@@ -8,15 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssmax.pipeline.dag import RATIONALE
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.train import data_state_path, train
+from ssmax.stages.spec import TRAIN_CODE, StageSpec
+
+SPEC = StageSpec(
+    reads=("seed", "model", "variant", "variant.facts.pretrain", "data:lm", "trainer.pretrain",
+           "trainer.precision", "pipeline.switch_fraction", "pipeline.pn_fraction"),
+    code=(*TRAIN_CODE, "stages/pretrain.py"),
+    trains=True,
+    uses=("trainer", "data"),
+)  # fmt: skip
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.training import data_state_path, train
+
     cfg = train_cfg(ctx, "pretrain")
     steps = cfg.trainer.pretrain.max_steps
-    if cfg.variant.name == RATIONALE:  # Sec. 2.1: 25k of the main run's 200k iterations
+    if cfg.variant.facts.pretrain == "short":  # Sec. 2.1: 25k of the main run's 200k iterations
         steps = max(1, round(cfg.pipeline.pn_fraction * steps))
         cfg.trainer.pretrain.max_steps = steps
     switch_step = max(1, round(cfg.pipeline.switch_fraction * steps))

@@ -11,6 +11,11 @@ from typing import Any
 
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.stages.common import StageContext
+from ssmax.stages.spec import StageSpec
+
+SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants"), code=("stages/report.py",),
+                 uses=("model", "data", "trainer.pretrain.max_steps", "pipeline.rope_factor",
+                       "eval"))  # shown in the report's settings  # fmt: skip
 
 
 def run(ctx: StageContext) -> dict[str, Any]:

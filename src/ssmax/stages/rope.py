@@ -1,16 +1,27 @@
 """RoPE theta set to pipeline.rope_factor (50) times its training value, no training
-(Sec. 3.2, 3.3: 10,000 -> 500,000). The weights are the input's; only theta changes."""
+(Sec. 3.2, 3.3: 10,000 -> 500,000). The weights are the input's; the eval stages run them under
+ssmax.evals.scaled_rope_theta with this factor (the one mechanism; the theta is recorded)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ssmax.evals.common import scaled_theta
 from ssmax.stages.common import StageContext
+from ssmax.stages.spec import StageSpec
+
+SPEC = StageSpec(
+    reads=("model.rope_theta", "pipeline.rope_factor"),
+    code=("stages/rope.py", "evals/common.py"),
+    inline=True,
+)
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
     upstream = ctx.only_input()
+    factor = float(ctx.cfg.pipeline.rope_factor)
     return {
         "weights": upstream["weights"],
-        "rope_theta": float(ctx.cfg.model.rope_theta) * float(ctx.cfg.pipeline.rope_factor),
+        "rope_factor": factor,
+        "rope_theta": scaled_theta(ctx.cfg.model.rope_theta, factor),
     }

@@ -5,10 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.train import train
+from ssmax.stages.spec import TRAIN_CODE, StageSpec
+
+SPEC = StageSpec(
+    reads=("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
+    code=(*TRAIN_CODE, "stages/sft.py"),
+    trains=True,
+    uses=("trainer",),
+)
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.training import train
+
     cfg = train_cfg(ctx, "sft")
     cfg.init_from = ctx.only_input()["weights"]
     result = train(cfg)

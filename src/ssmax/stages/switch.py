@@ -1,4 +1,5 @@
-"""Softmax replaced by SSMax in (a)'s weights, s = 1 / mean log n (Sec. 3 (e), (f)).
+"""A variant started from another's pretrain output, named by its facts.start: (e) and (f) put
+SSMax into (a)'s weights with s = 1 / mean log n (Sec. 3 (e), (f)).
 
 (e) takes (a)'s final weights and does not train. (f) takes (a)'s weights at the switch point
 and trains the remaining steps with a fresh LR warmup of pipeline.switch_warmup_fraction of
@@ -12,20 +13,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from ssmax.pipeline.dag import SWITCHED
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.train import train
+from ssmax.stages.spec import TRAIN_CODE, StageSpec
+
+SPEC = StageSpec(
+    reads=("seed", "model", "variant", "variant.facts.start", "data:lm", "trainer.pretrain",
+           "trainer.precision", "pipeline.switch_fraction", "pipeline.switch_warmup_fraction"),
+    code=(*TRAIN_CODE, "stages/switch.py"),
+    trains=True,
+    uses=("trainer", "data"),
+)  # fmt: skip
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.training import train
+
     softmax = ctx.only_input()
     cfg = train_cfg(ctx, "pretrain")
     data_start = None
-    if SWITCHED[cfg.variant.name] == "final":
-        cfg.init_from = softmax["weights"]
-        cfg.trainer.pretrain.max_steps = 0  # no training: validation loss only
-    else:
-        cfg.init_from = softmax["switch_point"]
+    checkpoint = cfg.variant.facts.start.checkpoint  # an output of the start variant's node
+    cfg.init_from = softmax[checkpoint]
+    if checkpoint == "weights":  # the final weights: no training, validation loss only
+        cfg.trainer.pretrain.max_steps = 0
+    else:  # the switch point: the remaining steps
         remaining = softmax["steps"] - softmax["switch_step"]
         cfg.trainer.pretrain.max_steps = remaining
         warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)

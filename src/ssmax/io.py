@@ -1,0 +1,85 @@
+"""Atomic writes: every file and folder the project writes appears whole or not at all.
+
+A file is written to a temporary name in the same folder (same filesystem), flushed and
+fsync'ed, then renamed over the target with os.replace; a reader (another rank, a job, the
+report) sees the old file or the new one, never a partial one. A folder is built under a
+temporary name and renamed into place the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+def _temporary(path: Path) -> Path:
+    """A name beside path that no other process or thread picks (the umask sets its mode)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+@contextmanager
+def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """A file object to write `path` through (mode "wb" or "w"); it replaces `path` only when
+    the body ends without an exception."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(path)
+    try:
+        with open(tmp, mode.replace("w", "x")) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_open(path, "wb") as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    with atomic_open(path, "w") as handle:
+        handle.write(text)
+
+
+def atomic_write_json(path: str | Path, obj: Any, **dumps: Any) -> None:
+    """json.dumps(obj, **dumps) written atomically."""
+    atomic_write_text(path, json.dumps(obj, **dumps))
+
+
+def atomic_copy(src: str | Path, dest: str | Path) -> None:
+    with open(src, "rb") as source, atomic_open(dest, "wb") as target:
+        shutil.copyfileobj(source, target)
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> None:
+    """torch.save written atomically (weights, Lightning checkpoints)."""
+    import torch
+
+    with atomic_open(path, "wb") as handle:
+        torch.save(obj, handle)
+
+
+@contextmanager
+def atomic_dir(dest: str | Path) -> Iterator[Path]:
+    """A fresh temporary folder beside `dest` to fill; renamed to `dest` when the body ends
+    without an exception (dest must not exist then), removed otherwise."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary(dest)
+    tmp.mkdir()
+    try:
+        yield tmp
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

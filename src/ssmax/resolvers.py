@@ -1,0 +1,36 @@
+"""Every OmegaConf resolver of the project, registered in one place (register_resolvers).
+
+`${ssmax_slurm:KEY}` in conf/hydra/launcher/ssmax_slurm.yaml: the SLURM profile's resource for
+the stage of the run's objective (the multirun launcher of `python -m ssmax.train`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config import ConfigError
+
+
+def launcher_value(key: str, _root_: DictConfig) -> Any:
+    """`${ssmax_slurm:KEY}`: the profile's resource for the stage of the run's objective
+    (pretrain or sft); the others, e.g. max_requeues, from the schema's executor defaults."""
+    from ssmax.pipeline.slurm.profile import stage_resources
+
+    if _root_.executor.partition is None:
+        raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
+                          "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip
+    if key == "max_requeues":
+        return int(_root_.executor.max_requeues)
+    res = stage_resources(_root_, "sft" if _root_.objective == "sft" else "pretrain")
+    if key == "gpus_per_node":
+        return res[key] or None  # no --gpus-per-node=0 on GPU-less sites
+    if key == "additional_parameters":
+        return res[key] or {}
+    return res[key]
+
+
+def register_resolvers() -> None:
+    """Idempotent: entry points call it before composing a config."""
+    OmegaConf.register_new_resolver("ssmax_slurm", launcher_value, replace=True)

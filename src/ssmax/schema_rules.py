@@ -1,0 +1,137 @@
+"""The schema's checks in one line each: the ranges and choices of `rule(...)` fields
+(check_rules), and Hydra's or OmegaConf's multi-line composition errors turned into one line
+naming the key, what was found and what is allowed (one_line)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from typing import Any
+
+from omegaconf import DictConfig
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+from ssmax.schema import PipelineConfig
+
+TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+class RuleError(ValueError):
+    """A value outside its field's rule (ssmax.config turns it into a ConfigError)."""
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _unwrap(tp: Any) -> tuple[Any, ...]:
+    """The members of a union (X | None -> (X, NoneType)), else (tp,)."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return typing.get_args(tp)
+    return (tp,)
+
+
+def _field(key: str) -> tuple[dataclasses.Field[Any], Any] | None:
+    """The schema field of a dotted key and its type, or None (an open block, a list item)."""
+    cls: Any = PipelineConfig
+    found = None
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(cls):
+            return None
+        match = {f.name: f for f in dataclasses.fields(cls)}.get(part)
+        if match is None:
+            return None
+        tp = _hints(cls)[part]
+        found = (match, tp)
+        cls = next((t for t in _unwrap(tp) if dataclasses.is_dataclass(t)), None)
+    return found
+
+
+def describe(key: str) -> str:
+    """What a key allows, e.g. 'a number > 0', "one of ('constant', 'cosine')"."""
+    base, item = re.subn(r"\[\d+\]$", "", key)
+    found = _field(base)
+    if found is None:
+        return "see src/ssmax/schema.py"
+    field, tp = found
+    if item:  # an element of a list field: its element type
+        lists = [t for t in _unwrap(tp) if typing.get_origin(t) is list]
+        element = typing.get_args(lists[0])[0] if lists else Any
+        return TYPE_NAMES.get(element, "any value") + f" (an item of {base})"
+    rules = field.metadata
+    if "choices" in rules:
+        return f"one of {tuple(rules['choices'])}"
+    kinds = [t for t in _unwrap(tp) if t is not type(None)]
+    names = [TYPE_NAMES.get(t, getattr(t, "__name__", str(t))) for t in kinds]
+    if len(kinds) == 2 and set(kinds) == {int, float}:
+        names = ["a number"]
+    text = " or ".join(dict.fromkeys(names))
+    if typing.get_origin(tp) is list or any(typing.get_origin(t) is list for t in kinds):
+        text = "a list, e.g. [1, 2]"
+    for name, op in (("gt", ">"), ("ge", ">=")):
+        if name in rules:
+            text += f" {op} {rules[name]}"
+    if type(None) in _unwrap(tp):
+        text += ", or null"
+    return text
+
+
+def check_rules(cfg: DictConfig, cls: Any = PipelineConfig, prefix: str = "") -> None:
+    """Raise RuleError on the first key the schema lacks (a `+key=` override adds keys past
+    Hydra's struct check) or value outside its field's gt/ge/choices."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in cfg:
+        if key not in names:
+            near = difflib.get_close_matches(str(key), names, n=3, cutoff=0.6)
+            hint = f"nearest: {', '.join(near)}" if near else f"allowed: {', '.join(names)}"
+            raise RuleError(f"{prefix}{key} is not a config key; {hint}")
+    for field in dataclasses.fields(cls):
+        if field.name not in cfg:
+            continue
+        key, value = f"{prefix}{field.name}", cfg[field.name]
+        if value is None:
+            continue
+        kinds = _unwrap(_hints(cls)[field.name])
+        sub = next((t for t in kinds if dataclasses.is_dataclass(t)), None)
+        if sub is not None:
+            check_rules(value, sub, f"{key}.")
+            continue
+        rules = field.metadata
+        if "choices" in rules and value not in rules["choices"]:
+            raise RuleError(f"{key}={value!r}; allowed: {tuple(rules['choices'])}")
+        if "gt" in rules and not value > rules["gt"]:
+            raise RuleError(f"{key}={value} must be > {rules['gt']}")
+        if "ge" in rules and not value >= rules["ge"]:
+            raise RuleError(f"{key}={value} must be >= {rules['ge']}")
+
+
+def _omegaconf_error(err: BaseException | None) -> OmegaConfBaseException | None:
+    seen = 0
+    while err is not None and seen < 10:
+        if isinstance(err, OmegaConfBaseException) and getattr(err, "full_key", None):
+            return err
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return None
+
+
+def one_line(err: BaseException) -> str | None:
+    """A composition error as one line, or None when it is not a schema error."""
+    cause = _omegaconf_error(err)
+    if cause is None:
+        return None
+    key = str(cause.full_key)
+    if isinstance(cause, ConfigKeyError):
+        parent = key.rpartition(".")[0]
+        found = _field(parent) if parent else None
+        cls = next((t for t in _unwrap(found[1]) if dataclasses.is_dataclass(t)), None) if found \
+            else PipelineConfig  # fmt: skip
+        names = ", ".join(f.name for f in dataclasses.fields(cls)) if cls else "?"
+        return f"{key} is not a config key; keys under {parent or 'the root'}: {names}"
+    if isinstance(cause, ValidationError):
+        value = re.search(r"Value '(.*?)' of type", str(cause.msg))
+        found = repr(value.group(1)) if value else "this value"
+        return f"{key}={found} has the wrong type; allowed: {describe(key)}"
+    return None

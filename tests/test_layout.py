@@ -1,0 +1,93 @@
+"""The shape of src/: no import cycle (top-level or inside functions) and no file over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+MAX_LINES = 400
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((SRC / "ssmax").rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The ssmax modules a module imports anywhere in its text (lazy imports count)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+        else:
+            continue
+        found |= {t for t in targets if t in known and t != name}
+    return found
+
+
+def test_no_import_cycles() -> None:
+    mods = modules()
+    graph = {name: imports(path, name, set(mods)) for name, path in mods.items()}
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        stack.append(name)
+        for dep in sorted(graph[name]):
+            if state.get(dep) == 1:
+                cycle = [*stack[stack.index(dep) :], dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[name] = 2
+
+    for name in graph:
+        if name not in state:
+            visit(name)
+
+
+def test_no_file_in_src_is_over_400_lines() -> None:
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"over {MAX_LINES} lines: {long}"
+
+
+def test_atomic_writes_go_through_ssmax_io() -> None:
+    """One atomic-write helper (ssmax.io): no hand-written temp-file-and-rename elsewhere."""
+    hand_written = [
+        f"{path.relative_to(SRC)}:{i}"
+        for path in modules().values()
+        if path.name != "io.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "os.replace(" in line or ".rename(" in line or '.tmp"' in line
+    ]
+    assert not hand_written, hand_written
+
+
+def test_theta_is_scaled_in_one_place() -> None:
+    """RoPE theta x rope_factor: ssmax.evals.common (scaled_theta, scaled_rope_theta) only."""
+    allowed = {"evals/common.py", "model/transformer.py"}  # the mechanism; the model's own init
+    setters = [
+        f"{path.relative_to(SRC / 'ssmax')}:{i}"
+        for path in modules().values()
+        if str(path.relative_to(SRC / "ssmax")) not in allowed
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if ".rope_theta =" in line or ".rope_theta *=" in line or "rope_factor) *" in line
+    ]
+    assert not setters, setters

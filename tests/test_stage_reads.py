@@ -1,0 +1,45 @@
+"""Every stage reads only the config keys it declares (its SPEC): run on smoke with
+pipeline.strict_reads, each stage gets a config holding only those keys, so that a read of an
+undeclared key fails here instead of escaping the node's fingerprint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigAttributeError
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.declaration import available, load
+from ssmax.pipeline.run import only_keys, plan, stage_spec
+
+
+def test_only_keys_keeps_declared_and_refuses_the_rest() -> None:
+    cfg = OmegaConf.create({"a": {"b": 1, "c": 2}, "d": None, "data": {"x": 1}})
+    kept = only_keys(cfg, ("a.b", "d", "data:lm"))
+    assert kept.a.b == 1 and kept.d is None and kept.data.x == 1
+    with pytest.raises(ConfigAttributeError):
+        _ = kept.a.c
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_declared_stage_has_a_spec(name: str) -> None:
+    for module in load(name).stages.values():
+        spec = stage_spec(module)
+        assert spec.reads and spec.code
+
+
+@pytest.mark.slow
+def test_every_stage_runs_on_its_declared_keys_only(tmp_path: Path, shared_cache: Path) -> None:
+    # (g) and (f) pull in (a): every stage module runs, and both checkpoints a variant may
+    # start from; the scaling-laws declaration, with a variant of the paper's beside its own
+    overrides = ["preset=smoke", "pipeline.file=scaling_laws",
+                 "pipeline.variants=[g_qwen_logn_inference,f_switch_during_pretrain]",
+                 "pipeline.strict_reads=true", f"paths.output_dir={tmp_path}",
+                 f"paths.cache_dir={shared_cache}"]  # fmt: skip
+    assert main(["run", *overrides]) == 0
+    _, jobs = plan(overrides)
+    assert {j.module for j in jobs} == set(load("scaling_laws").stages.values())
+    assert len(jobs) == 3 * 6 + 1
+    assert all(j.done is not None for j in jobs)
