@@ -159,8 +159,8 @@ def test_failed_node_blocks_its_dependants(
     slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
 ) -> None:
     out = tmp_path_factory.mktemp("slurm-fail")
-    # No SFT examples: planning passes, the SFT job raises inside SLURM.
-    no_sft_data = "+pipeline.overrides.b_ssmax=['data.sft_num_examples=0']"
+    # One SFT example, none left for validation: planning passes, the SFT job raises in SLURM.
+    no_sft_data = "+pipeline.overrides.b_ssmax=['data.sft_num_examples=1']"
     overrides = smoke(out, out / "cache", B_ONLY, no_sft_data)
     assert main(["run", *overrides, "--wait"]) == 1
     capsys.readouterr()
@@ -208,7 +208,7 @@ def test_failed_node_blocks_its_dependants(
           "trainer.pretrain.global_batch=12", "trainer.sft.global_batch=12"],
          "trainer.num_nodes=3 but the profile gives stage pretrain nodes=2"),
         (["executor.signal_delay_s=0"], "signal_delay_s=0 must be > 0"),
-        (["executor.max_requeues=-1"], "executor.max_requeues=-1 must be an integer >= 0"),
+        (["executor.max_requeues=-1"], "executor.max_requeues=-1 must be >= 0"),
     ],
 )  # fmt: skip
 def test_bad_profile_fails_before_submitting(

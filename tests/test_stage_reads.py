@@ -4,15 +4,18 @@ undeclared key fails here instead of escaping the node's fingerprint."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError
 
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import only_keys, plan, stage_spec
+from ssmax.tracking import tracking_uri
 
 
 def test_only_keys_keeps_declared_and_refuses_the_rest() -> None:
@@ -31,15 +34,31 @@ def test_every_declared_stage_has_a_spec(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_every_stage_runs_on_its_declared_keys_only(tmp_path: Path, shared_cache: Path) -> None:
+def test_every_stage_runs_on_its_declared_keys_only(
+    tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # (g) and (f) pull in (a): every stage module runs, and both checkpoints a variant may
-    # start from; the scaling-laws declaration, with a variant of the paper's beside its own
+    # start from; the scaling-laws declaration, with a variant of the paper's beside its own.
+    # With the local executor (the tiny preset's default): workers side by side, and the
+    # inline stages (no compute) in this process.
     overrides = ["preset=smoke", "pipeline.file=scaling_laws",
                  "pipeline.variants=[g_qwen_logn_inference,f_switch_during_pretrain]",
-                 "pipeline.strict_reads=true", f"paths.output_dir={tmp_path}",
-                 f"paths.cache_dir={shared_cache}"]  # fmt: skip
+                 "pipeline.strict_reads=true", "executor=local", "executor.workers=2",
+                 f"paths.output_dir={tmp_path}", f"paths.cache_dir={shared_cache}"]  # fmt: skip
     assert main(["run", *overrides]) == 0
-    _, jobs = plan(overrides)
+    cfg, jobs = plan(overrides)
     assert {j.module for j in jobs} == set(load("scaling_laws").stages.values())
     assert len(jobs) == 3 * 6 + 1
     assert all(j.done is not None for j in jobs)
+    started = dict(re.findall(r"^run\s+(\S+)(.*)$", capsys.readouterr().out, re.M))
+    assert set(started) == {j.name for j in jobs}
+    assert started["pretrain/a_softmax/seed0"].startswith(" (job ")  # a worker process
+    assert started["rope_sft/f_switch_during_pretrain/seed0"] == ""  # inline: no worker
+    client = MlflowClient(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    parent = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'")[0]
+    assert parent.info.status == "FINISHED"
+    children = client.search_runs(
+        [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    )
+    assert {r.data.tags["node"] for r in children} == set(started)

@@ -131,6 +131,8 @@ def one_line(err: BaseException) -> str | None:
         names = ", ".join(f.name for f in dataclasses.fields(cls)) if cls else "?"
         return f"{key} is not a config key; keys under {parent or 'the root'}: {names}"
     if isinstance(cause, ValidationError):
+        if "is not Optional" in str(cause.msg):
+            return f"{key} is missing (null); allowed: {describe(key)}"
         value = re.search(r"Value '(.*?)' of type", str(cause.msg))
         found = repr(value.group(1)) if value else "this value"
         return f"{key}={found} has the wrong type; allowed: {describe(key)}"
