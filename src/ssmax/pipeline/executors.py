@@ -76,13 +76,14 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     running: dict[str, submitit.Job] = {}
     while pending or running:
         for job in list(pending):
+            ready = all(states.get(i) in FINISHED for i in job.input_dirs)
             if _blocked(job, states):
                 states[job.name] = "blocked"
                 pending.remove(job)
-            elif job.inline and all(states.get(i) in FINISHED for i in job.input_dirs):
+            elif ready and job.inline:
                 pending.remove(job)  # seconds saved per node: no worker process to start
                 states |= run_inprocess([job], cfg, log, parent)
-            elif len(running) < workers and all(states.get(i) in FINISHED for i in job.input_dirs):
+            elif ready and len(running) < workers:
                 job.threads = threads
                 running[job.name] = executor.submit(execute_node, job)
                 pending.remove(job)

@@ -14,6 +14,9 @@ COMMON_USES = ("paths", "tracking", "preset", "run_name", "objective", "init_fro
 TRAIN_CODE = ("model", "lit", "data", "training.py", "config.py", "schema.py", "io.py",
               "stages/common.py")  # fmt: skip
 EVAL_CODE = ("model", "data", "evals", "stages/common.py")
+# Read by both pretraining stages (pretrain, switch): the model, its data and its schedule.
+PRETRAIN_READS = ("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
+                  "pipeline.switch_fraction")  # fmt: skip
 
 
 @dataclass(frozen=True)
