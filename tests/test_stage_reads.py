@@ -52,7 +52,7 @@ def test_every_stage_runs_on_its_declared_keys_only(
     assert all(j.done is not None for j in jobs)
     started = dict(re.findall(r"^run\s+(\S+)(.*)$", capsys.readouterr().out, re.M))
     assert set(started) == {j.name for j in jobs}
-    assert started["pretrain/a_softmax/seed0"].startswith(" (job ")  # a worker process
+    assert started["pretrain/a_softmax/seed0"].startswith(" (pid ")  # a worker process
     assert started["rope_sft/f_switch_during_pretrain/seed0"] == ""  # inline: no worker
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)

@@ -1,4 +1,4 @@
-"""Executors: the same NodeJobs in this process, in local subprocesses side by side, or as
+"""Executors: the same NodeJobs in this process, in local worker processes side by side, or as
 SLURM jobs (ssmax.pipeline.slurm), behind one interface, and the one runner over them.
 
 An executor is called as executor(jobs, cfg, log, parent) and returns {node name: state},
@@ -9,11 +9,15 @@ invocation's MLflow run (ssmax.pipeline.run.ParentRun): the nodes' runs are its 
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -59,49 +63,99 @@ def run_inprocess(
 
 
 def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
-    """Up to executor.workers nodes at once, each in its own process (submitit's local
-    executor); a node starts as soon as its inputs are finished. Inline stages (no compute)
-    run here instead: a worker costs ~13 s of process start, MLflow store and imports."""
-    import submitit
-
+    """Up to executor.workers nodes at once, each in its own process; a node starts as soon as
+    its inputs are finished. Workers fork from a server that has imported the stages once
+    (multiprocessing's forkserver): a fresh interpreter per node cost ~13 s of imports.
+    Inline stages (no compute) run in this process. A node's output goes to its log file."""
     _adopt(jobs, parent)
     workers = int(cfg.executor.workers)
-    executor = submitit.AutoExecutor(
-        folder=Path(cfg.paths.output_dir) / "pipeline" / "submitit", cluster="local"
-    )
-    executor.update_parameters(timeout_min=int(cfg.executor.timeout_min))
+    timeout_s = 60 * float(cfg.executor.timeout_min)
     threads = max(1, (len(os.sched_getaffinity(0)) // workers))
+    logs = Path(cfg.paths.output_dir) / "pipeline" / "logs"
+    context = multiprocessing.get_context("forkserver")
+    modules = sorted({f"ssmax.stages.{job.module}" for job in jobs if not job.inline})
+    context.set_forkserver_preload(["ssmax.pipeline.run", *modules])
     states = {job.name: "cached" for job in jobs if job.done is not None}
     pending = [job for job in jobs if job.name not in states]
-    running: dict[str, submitit.Job] = {}
-    while pending or running:
-        for job in list(pending):
-            ready = all(states.get(i) in FINISHED for i in job.input_dirs)
-            if _blocked(job, states):
-                states[job.name] = "blocked"
-                pending.remove(job)
-            elif ready and job.inline:
-                pending.remove(job)  # seconds saved per node: no worker process to start
-                states |= run_inprocess([job], cfg, log, parent)
-            elif ready and len(running) < workers:
-                job.threads = threads
-                running[job.name] = executor.submit(execute_node, job)
-                pending.remove(job)
-                log(f"run     {job.name} (job {running[job.name].job_id})")
-        for name, sjob in list(running.items()):
-            if not sjob.done():
-                continue
-            del running[name]
-            try:
-                record = sjob.result()
-            except Exception as err:  # submitit re-raises the worker's failure
-                states[name] = "failed"
-                log(f"FAILED  {name}: {str(err).strip().splitlines()[-1]}")
-            else:
-                states[name] = "done"
-                log(f"done    {name} ({record['wall_s']:.1f} s)")
-        time.sleep(0.2)
+    running: dict[str, _Worker] = {}
+    try:
+        while pending or running:
+            for job in list(pending):
+                ready = all(states.get(i) in FINISHED for i in job.input_dirs)
+                if _blocked(job, states):
+                    states[job.name] = "blocked"
+                    pending.remove(job)
+                elif ready and job.inline:
+                    pending.remove(job)  # no worker to start
+                    states |= run_inprocess([job], cfg, log, parent)
+                elif ready and len(running) < workers:
+                    job.threads = threads
+                    running[job.name] = _Worker(context, job, logs)
+                    pending.remove(job)
+                    log(f"run     {job.name} (pid {running[job.name].process.pid})")
+            multiprocessing.connection.wait([w.process.sentinel for w in running.values()], 0.2)
+            for name, worker in list(running.items()):
+                state, detail = worker.poll(timeout_s)
+                if state is None:
+                    continue
+                del running[name]
+                states[name] = state
+                if state == "done":
+                    log(f"done    {name} ({detail['wall_s']:.1f} s)")
+                else:
+                    log(f"FAILED  {name}: {detail} (log: {worker.log_path})")
+    finally:  # interrupted: no orphan keeps training
+        for worker in running.values():
+            worker.process.kill()
     return states
+
+
+class _Worker:
+    """One node in a forked process; its result comes back over a pipe."""
+
+    def __init__(self, context: Any, job: NodeJob, logs: Path) -> None:
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log_path = logs / f"{job.name.replace('/', '.')}.log"
+        self.conn, child = context.Pipe(duplex=False)
+        self.process = context.Process(target=_work, args=(job, str(self.log_path), child))
+        self.start = time.monotonic()
+        self.process.start()
+        child.close()
+
+    def poll(self, timeout_s: float) -> tuple[str | None, Any]:
+        """(None, None) while running; else (done, record) or (failed, reason)."""
+        if self.conn.poll():
+            try:
+                state, detail = self.conn.recv()
+            except EOFError:
+                state, detail = "failed", "the worker ended without a result"
+            self.process.join()
+            return state, detail
+        if not self.process.is_alive():
+            return "failed", f"the worker exited with code {self.process.exitcode}"
+        if time.monotonic() - self.start > timeout_s:
+            self.process.kill()
+            self.process.join()
+            return "failed", f"timed out after executor.timeout_min={timeout_s / 60:g}"
+        return None, None
+
+
+def _work(job: NodeJob, log_path: str, conn: Any) -> None:
+    """The worker: output to the node's log file, the record (or the error's last line) back."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    try:
+        record = execute_node(job)
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which decides
+        traceback.print_exc()
+        conn.send(("failed", (str(err).strip().splitlines() or [type(err).__name__])[-1]))
+    else:
+        conn.send(("done", record))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.close()
 
 
 EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
