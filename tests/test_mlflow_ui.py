@@ -16,7 +16,6 @@ from mlflow import MlflowClient
 from ssmax.pipeline.run import plan
 from ssmax.report.ui import start_ui, stop_ui
 from ssmax.tracking import tracking_uri
-from tests.test_report import smoke_pipeline
 
 pytestmark = pytest.mark.slow
 
@@ -34,10 +33,9 @@ def _require_browser() -> None:
 
 
 @pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path):  # noqa: ANN201
+def ui(smoke_pipeline: list[str]):  # noqa: ANN201
     _require_browser()
-    overrides = smoke_pipeline(tmp_path_factory, shared_cache)
-    cfg, _ = plan(overrides)
+    cfg, _ = plan(smoke_pipeline)
     server = start_ui(cfg.paths.output_dir)
     group = os.getpgid(server.process.pid)
     assert group == server.process.pid  # its own session: stopping it stops its workers too

@@ -61,12 +61,9 @@ def to_run(overrides: list[str]) -> set[str]:
     return {job.name for job in jobs if job.done is None}
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[str]:
-    out = tmp_path_factory.mktemp("pipeline")
-    overrides = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={shared_cache}"]
-    assert main(["run", *overrides]) == 0
-    return overrides
+@pytest.fixture
+def smoke_run(smoke_pipeline: list[str]) -> list[str]:
+    return smoke_pipeline  # the session's smoke pipeline (conftest)
 
 
 def test_smoke_pipeline_reports_every_variant(smoke_run: list[str]) -> None:
@@ -82,17 +79,22 @@ def test_smoke_pipeline_reports_every_variant(smoke_run: list[str]) -> None:
 
 
 def test_second_run_is_all_cached_and_visible_in_mlflow(smoke_run: list[str], capsys) -> None:
-    assert main(["run", *smoke_run]) == 0
-    out = capsys.readouterr().out
-    assert "38 nodes: 38 cached" in out and "\nrun " not in out
     cfg, _ = plan(smoke_run)
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)
-    parents = client.search_runs(
-        [exp.experiment_id], "tags.kind = 'pipeline'", order_by=["start_time ASC"]
-    )
-    assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
-    first, second = (p.info.run_id for p in parents)
+
+    def parents() -> list:
+        return client.search_runs(
+            [exp.experiment_id], "tags.kind = 'pipeline'", order_by=["start_time ASC"]
+        )
+
+    before = len(parents())  # the session's run, and any other test's re-runs
+    assert main(["run", *smoke_run]) == 0
+    out = capsys.readouterr().out
+    assert "38 nodes: 38 cached" in out and "\nrun " not in out
+    runs = parents()
+    assert len(runs) == before + 1 and all(p.info.status == "FINISHED" for p in runs)
+    first, second = runs[0].info.run_id, runs[-1].info.run_id  # the one that ran, this one
     children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{first}'")
     assert len(children) == 38
     by_node = {c.data.tags["node"]: c for c in children}

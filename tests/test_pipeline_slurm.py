@@ -50,15 +50,15 @@ def parent_runs(overrides: list[str]) -> list:
 
 
 @pytest.fixture(scope="module")
-def smoke_dag(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> dict:
-    """The smoke DAG in process, then on SLURM: submitted (the client returns), re-invoked
-    while queued, then waited for with `--wait`."""
-    # In process first: run alongside 8 SLURM jobs on 2 cores it would crawl.
-    inproc = tmp_path_factory.mktemp("inprocess")
-    in_process = ["preset=smoke", f"paths.output_dir={inproc}", f"paths.cache_dir={shared_cache}"]
-    start = time.perf_counter()
-    assert main(["run", *in_process]) == 0
-    inprocess_s = time.perf_counter() - start
+def smoke_dag(
+    slurm_cluster,
+    smoke_pipeline: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cache: Path,
+) -> dict:
+    """The smoke DAG on SLURM: submitted (the client returns), re-invoked while queued, then
+    waited for with `--wait`; beside the session's in-process run of the same DAG (conftest)."""
+    inproc = Path(plan(smoke_pipeline)[0].paths.output_dir)
 
     out = tmp_path_factory.mktemp("slurm")
     overrides = smoke(out, shared_cache)
@@ -76,7 +76,7 @@ def smoke_dag(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_ca
     slurm_s = time.perf_counter() - start
     facts["resubmitted_by_wait"] = job_count(slurm_cluster) - before - facts["submitted"]
     print(
-        f"\nsmoke DAG: in process {inprocess_s:.0f} s; SLURM submit {facts['submit_s']:.1f} s, "
+        f"\nsmoke DAG on SLURM: submit {facts['submit_s']:.1f} s, "
         f"until every job ended {slurm_s:.0f} s"
     )
     return facts

@@ -13,7 +13,6 @@ import matplotlib.image
 import pytest
 from mlflow import MlflowClient
 
-from ssmax.pipeline.__main__ import main as pipeline_main
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
 from ssmax.report.build import build_report, settings_from_cfg
@@ -49,22 +48,9 @@ class Smoke:
         return Path(self.report["report_md"]).parent
 
 
-_RUNS: dict[Path, list[str]] = {}  # one smoke pipeline per session, shared with the UI test
-
-
-def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> list[str]:
-    """Run the smoke pipeline once per session; its overrides (output_dir inside)."""
-    out = tmp_path_factory.getbasetemp() / "report-smoke"
-    if out not in _RUNS:
-        overrides = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={cache}"]
-        assert pipeline_main(["run", *overrides]) == 0
-        _RUNS[out] = overrides
-    return _RUNS[out]
-
-
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Smoke:
-    overrides = smoke_pipeline(tmp_path_factory, shared_cache)
+def smoke(smoke_pipeline: list[str]) -> Smoke:
+    overrides = smoke_pipeline  # the session's smoke pipeline (conftest)
     cfg, jobs = plan(overrides)
     by_name = {j.name: j for j in jobs}
     report = by_name["report"]
