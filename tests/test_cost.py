@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.cost import critical_path_hours, plan_costs
+from ssmax.pipeline.cost import NodeCost, critical_path_hours, downstream_flops, plan_costs
 from ssmax.pipeline.run import plan
 
 PAPER_N = 162_148_608  # App. A, Table 1 model, variant (a) (conf/model/llama_162m.yaml)
@@ -70,3 +70,15 @@ def test_plan_prints_the_dag_and_the_cost_table(tmp_path: Path, capsys) -> None:
     assert len(row.split()) == 9  # name, tokens, FLOPs, GPU-h, GPUs, wall and disk (2 words)
     assert next(line for line in out.splitlines() if line.startswith("total "))
     assert "with independent nodes side by side" in out and "shards (data.shards_dir" in out
+
+
+def test_downstream_flops_orders_the_longest_remaining_path_first(paper: dict) -> None:
+    def node(name: str, flops: float, *inputs: str) -> NodeCost:
+        return NodeCost(name, 0, flops, 1, 0, list(inputs))
+
+    # a -> b -> d and a -> c; e alone: d's chain outweighs c's, e waits on nothing
+    costs = [node("a", 1), node("e", 5), node("b", 2, "a"), node("c", 4, "a"), node("d", 3, "b")]
+    assert downstream_flops(costs) == {"a": 6, "e": 5, "b": 5, "c": 4, "d": 3}
+    level = downstream_flops(list(paper["costs"].values()))
+    first = max(level, key=level.__getitem__)
+    assert first == "pretrain/a_softmax/seed0"  # (e) and (f) wait on it as well

@@ -130,6 +130,17 @@ def critical_path_hours(costs: list[NodeCost], throughput: float) -> float:
     return max(finish.values(), default=0.0)
 
 
+def downstream_flops(costs: list[NodeCost]) -> dict[str, float]:
+    """Each node's FLOPs plus the heaviest chain of nodes that wait on it: the order in which
+    a few workers should start ready nodes (longest remaining path first)."""
+    own = {c.name: c.flops for c in costs}
+    level = dict(own)
+    for c in reversed(costs):  # dependants come after their inputs: level[c.name] is final
+        for i in c.inputs:
+            level[i] = max(level[i], own[i] + level[c.name])
+    return level
+
+
 def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     """The cost table: one line per node that computes, then the totals."""
     c = base.cost

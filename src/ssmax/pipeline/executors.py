@@ -21,6 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
 
@@ -77,6 +78,10 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     context.set_forkserver_preload(["ssmax.pipeline.run", *modules])
     states = {job.name: "cached" for job in jobs if job.done is not None}
     pending = [job for job in jobs if job.name not in states]
+    # Longest remaining path first: the long pretrainings start before short evals that wait
+    # on nothing (in DAG order, (c) and (d) pretrained only after (a)'s and (b)'s evals).
+    remaining = downstream_flops(plan_costs(cfg, jobs))
+    pending.sort(key=lambda job: -remaining[job.name])
     running: dict[str, _Worker] = {}
     try:
         while pending or running:
