@@ -48,6 +48,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 SQUAD = "data.sft_source=squad_v2"
 SLIM = "data.source=slimpajama"
+NOFACTS = "data.facts.fraction=0"  # facts are planted in indexed rows, not in a stream
 # (id, overrides of `python -m ssmax.pipeline run`, what the line must say); {d}: the files
 CASES = [
     ("lr-not-a-number", ["trainer.pretrain.lr=abc"], "trainer.pretrain.lr='abc' has the wrong type; allowed: a number > 0"),
@@ -71,7 +72,8 @@ CASES = [
     ("betas-one-item", ["trainer.sft.betas=[0.9]"], "trainer.sft.betas=[0.9] must have 2 items"),
     ("fraction-over-one", ["data.val_fraction=1.5"], "data.val_fraction=1.5 must be < 1.0"),
     ("depth-over-one", ["eval.niah.depths=[0.5,1.5]"], "eval.niah.depths[1]=1.5 must be <= 1"),
-    ("digits-reversed", ["data.facts.digits=[8,4]"], "data.facts.digits=[8, 4]: the first (lo) must be <= the second"),
+    ("digits-reversed", ["data.facts.digits=[8,4]"], "data.facts.digits=[8, 4] must be [lo, hi], 1 <= lo <= hi"),
+    ("facts-in-a-stream", [SLIM, "data.slimpajama_files=[{d}/bad.jsonl]"], "data.facts.fraction=0.5 plants facts in indexed rows (data.source=embedded or data.shards_dir), not in the data.source=slimpajama stream"),
     ("words-min-over-max", ["data.sft_context_words_min=90"], "data.sft_context_words_min=90 must be <= data.sft_context_words_max=70"),
     ("switch-fraction", ["pipeline.switch_fraction=2"], "pipeline.switch_fraction=2.0 must be < 1"),
     ("accelerator-unknown", ["trainer.accelerator=tpuu"], "trainer.accelerator='tpuu'; allowed"),
@@ -83,10 +85,10 @@ CASES = [
     ("init-truncated", ["init_from={d}/truncated.pt"], "init_from={d}/truncated.pt does not load as a PyTorch checkpoint"),
     ("init-folder", ["init_from={d}/folder.pt"], "init_from={d}/folder.pt is a folder"),
     ("init-other-size", ["init_from={d}/tiny.pt"], "init_from={d}/tiny.pt does not fit the model: tok_emb.weight is [512, 64] there, [512, 32] here (the checkpoint: vocab 512, dim 64, 3 layers, ffn_dim 168; model=smoke: vocab 512, dim 32, 2 layers, ffn_dim 64; set model= or preset="),
-    ("slimpajama-missing", [SLIM, "data.slimpajama_files=[/nonexistent/x.jsonl]"], "data.slimpajama_files: no such file /nonexistent/x.jsonl"),
-    ("slimpajama-empty", [SLIM, "data.slimpajama_files=[{d}/empty.jsonl]"], "data.slimpajama_files: {d}/empty.jsonl is empty"),
-    ("slimpajama-malformed", [SLIM, "data.slimpajama_files=[{d}/bad.jsonl]"], "data.slimpajama_files: {d}/bad.jsonl line 51 is not JSON"),
-    ("slimpajama-no-text", [SLIM, "data.slimpajama_files={{train:[{d}/notext.jsonl]}}"], "data.slimpajama_files: {d}/notext.jsonl line 1 has no 'text' field"),
+    ("slimpajama-missing", [SLIM, NOFACTS, "data.slimpajama_files=[/nonexistent/x.jsonl]"], "data.slimpajama_files: no such file /nonexistent/x.jsonl"),
+    ("slimpajama-empty", [SLIM, NOFACTS, "data.slimpajama_files=[{d}/empty.jsonl]"], "data.slimpajama_files: {d}/empty.jsonl is empty"),
+    ("slimpajama-malformed", [SLIM, NOFACTS, "data.slimpajama_files=[{d}/bad.jsonl]"], "data.slimpajama_files: {d}/bad.jsonl line 51 is not JSON"),
+    ("slimpajama-no-text", [SLIM, NOFACTS, "data.slimpajama_files={{train:[{d}/notext.jsonl]}}"], "data.slimpajama_files: {d}/notext.jsonl line 1 has no 'text' field"),
     ("squad-malformed-json", [SQUAD, "data.squad_files=[{d}/bad_squad.json]"], "data.squad_files: {d}/bad_squad.json line 2 is not JSON"),
     ("squad-malformed-jsonl", [SQUAD, "data.squad_files=[{d}/bad_squad.jsonl]"], "data.squad_files: {d}/bad_squad.jsonl line 2 is not JSON"),
     ("squad-not-nested", [SQUAD, "data.squad_files=[{d}/flat_squad.json]"], "data.squad_files: {d}/flat_squad.json is JSON but not SQuAD 2.0's nested format"),
@@ -155,7 +157,7 @@ def entry(module: str, *args: str) -> subprocess.CompletedProcess[str]:
     [
         ("ssmax.pipeline", ["run", "trainer.pretrain.lr=abc"], "trainer.pretrain.lr='abc'"),
         ("ssmax.train", ["init_from={d}/truncated.pt"], "does not load as a PyTorch checkpoint"),
-        ("ssmax.train", [SLIM, "data.slimpajama_files=[{d}/bad.jsonl]"], "line 51 is not JSON"),
+        ("ssmax.train", [SLIM, NOFACTS, "data.slimpajama_files=[{d}/bad.jsonl]"], "line 51 is not JSON"),
         ("ssmax.train", ["objective=sft", SQUAD, "init_from={d}/smoke.pt",
                          "data.squad_files=[{d}/bad_squad.json]"], "line 2 is not JSON"),
     ],

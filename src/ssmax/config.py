@@ -189,6 +189,22 @@ def _check_batch(cfg: DictConfig, stage: str) -> None:
     )
 
 
+def _check_facts(d: DictConfig) -> None:
+    """data.facts (ssmax.data.facts.check_spec's rules) and where facts can be planted."""
+    from ssmax.data.facts import spec_from_cfg
+
+    try:
+        spec = spec_from_cfg(d.facts)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    _require(
+        spec.fraction == 0 or d.source == "embedded" or bool(d.shards_dir),
+        f"data.facts.fraction={spec.fraction} plants facts in indexed rows (data.source=embedded "
+        f"or data.shards_dir), not in the data.source={d.source} stream: set "
+        "data.facts.fraction=0, or prepare shards (python -m ssmax.data.prepare)",
+    )
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError on the first bad setting: a field outside its schema rule (ranges,
     choices: ssmax.schema), then the rules between fields."""
@@ -219,8 +235,7 @@ def validate(cfg: DictConfig) -> None:
     for stage in OBJECTIVES:
         _check_batch(cfg, stage)
     d = cfg.data
-    lo, hi = d.facts.digits
-    _require(lo <= hi, f"data.facts.digits=[{lo}, {hi}]: the first (lo) must be <= the second")
+    _check_facts(d)
     _require(
         d.sft_context_words_min <= d.sft_context_words_max,
         f"data.sft_context_words_min={d.sft_context_words_min} must be <= "

@@ -9,15 +9,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from pathlib import Path
 
 import lightning as L
 import torch
 
-CORRUPT = ".corrupt"  # last.ckpt -> last.ckpt.corrupt-<unix time>
+from ssmax.io import set_aside
+
+CORRUPT = "corrupt"  # last.ckpt -> last.ckpt.corrupt-<unix time>
 
 
 class TrainingDiverged(RuntimeError):
@@ -32,8 +32,10 @@ def check_finite(losses: list[torch.Tensor], trainer: L.Trainer) -> None:
         return
     loss = torch.stack([x.detach().float() for x in losses])
     finite = torch.isfinite(loss)
-    if bool(finite.all()):
+    # Every rank decides together (DDP): one that stopped alone would leave the others waiting.
+    if not trainer.strategy.reduce_boolean_decision(not bool(finite.all()), all=False):
         return
+    value = loss[~finite][0].item() if not bool(finite.all()) else "not finite on another rank"
     callback = trainer.checkpoint_callback
     last = Path(callback.dirpath) / "last.ckpt" if callback and callback.dirpath else None
     kept = (
@@ -42,7 +44,7 @@ def check_finite(losses: list[torch.Tensor], trainer: L.Trainer) -> None:
         else "no checkpoint was written before it"
     )
     raise TrainingDiverged(
-        f"training loss is {loss[~finite][0].item()} at step {trainer.global_step + 1}; {kept}, "
+        f"training loss is {value} at step {trainer.global_step + 1}; {kept}, "
         "no result is written; lower the learning rate (trainer.<objective>.lr) or lengthen "
         "the warmup, then run again (it resumes from that checkpoint)"
     )
@@ -58,8 +60,7 @@ def resume_from(checkpoint: Path, rank0: bool = True) -> Path | None:
         torch.load(checkpoint, map_location="cpu", weights_only=False, mmap=True)
     except Exception as err:  # zip, pickle and I/O errors alike: it does not load
         if rank0:
-            aside = checkpoint.with_name(f"{checkpoint.name}{CORRUPT}-{int(time.time())}")
-            os.replace(checkpoint, aside)
+            aside = set_aside(checkpoint, CORRUPT)
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
             print(
                 f"warning: {checkpoint} does not load ({reason}); set aside as {aside.name}, "
