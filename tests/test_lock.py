@@ -60,7 +60,7 @@ def test_store_is_created_once_by_concurrent_processes(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache: Path) -> None:
-    settings = ["preset=smoke", "pipeline.variants=[a_softmax]", f"paths.output_dir={tmp_path}",
+    settings = ["preset=smoke", "pipeline.variants=[pn_rationale]", f"paths.output_dir={tmp_path}",
                 f"paths.cache_dir={shared_cache}", "trainer.pretrain.max_steps=100"]  # fmt: skip
     command = [sys.executable, "-m", "ssmax.pipeline"]
     first = subprocess.Popen([*command, "run", *settings], stdout=subprocess.PIPE,
@@ -90,7 +90,7 @@ def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache:
     assert nodes > 0 and f"{nodes} nodes: {nodes} cached" in third_out  # nothing twice
 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")  # the store is intact
-    (experiment,) = client.search_experiments()
+    experiment = client.get_experiment_by_name("ssmax-repro")
     runs = client.search_runs([experiment.experiment_id], max_results=1000)
     worked = [r for r in runs if "node" in r.data.tags and "cached" not in r.data.tags]
     names = [r.data.tags["node"] for r in worked]
