@@ -93,10 +93,16 @@ def read_weights(path: str | Path, key: str = "init_from") -> dict[str, torch.Te
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as err:  # pickle, zip and I/O errors alike: the file is no checkpoint
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        with open(file, "rb") as handle:
+            head = handle.read(4)
+        if head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip, or its old pickle
+            line = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
+            reason = f"truncated or damaged: {line}"
+        else:
+            reason = f"not a file torch.save wrote: it begins {head!r}"
         raise ConfigError(
-            f"{where} does not load as a PyTorch checkpoint (truncated, or another kind of file: "
-            f"{reason}); give a run's model.pt or a Lightning .ckpt"
+            f"{where} does not load as a PyTorch checkpoint ({reason}); give a run's model.pt "
+            "or a Lightning .ckpt"
         ) from None
     if isinstance(state, dict) and "state_dict" in state:
         state = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}

@@ -72,9 +72,9 @@ def describe(key: str) -> str:
     text = " or ".join(dict.fromkeys(names))
     if typing.get_origin(tp) is list or any(typing.get_origin(t) is list for t in kinds):
         text = "a list, e.g. [1, 2]"
-    for name, op, _ in BOUNDS:
-        if name in rules:
-            text += f" {op} {rules[name]}"
+    bounds = [f"{op} {rules[name]}" for name, op, _ in BOUNDS if name in rules]
+    if bounds:
+        text += " " + " and ".join(bounds)
     if type(None) in _unwrap(tp):
         text += ", or null"
     return text
