@@ -6,6 +6,7 @@ print it and exit with status 2.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,12 @@ SCHEMAS = {"train": TrainConfig, "pipeline": PipelineConfig}
 
 class ConfigError(ValueError):
     """A bad setting: the message is one line naming the key and the allowed values."""
+
+
+def debug() -> bool:
+    """SSMAX_DEBUG=1 (or Hydra's HYDRA_FULL_ERROR=1): the entry points re-raise errors they
+    would print as one line, with the traceback."""
+    return any(os.environ.get(k, "0") not in ("", "0") for k in ("SSMAX_DEBUG", "HYDRA_FULL_ERROR"))
 
 
 def _require(ok: bool, message: str) -> None:
@@ -54,10 +61,33 @@ def compose(*overrides: str, config_name: str = "config") -> DictConfig:
         try:
             return hydra_compose(config_name, overrides=list(overrides))
         except Exception as err:  # Hydra's and OmegaConf's errors span several lines
+            from hydra.errors import OverrideParseException
+
+            if isinstance(err, OverrideParseException):
+                raise parse_error(err, overrides) from None
             message = one_line(err)
             if message is None:
                 raise
             raise ConfigError(message) from None
+
+
+def parse_error(err: Exception, args: Sequence[str]) -> ConfigError:
+    """Hydra's multi-line grammar error as one line naming the override and what to do."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    bad = next((a for a in args if not _parses(OverridesParser.create(), a)), "an override")
+    return ConfigError(
+        f"{bad!r} is not a valid override ({str(err).strip().splitlines()[0]}): quote a value "
+        "holding = [ ] , or spaces, e.g. \"+pipeline.overrides.b_ssmax=['trainer.sft.lr=1e-4']\""
+    )
+
+
+def _parses(parser: object, arg: str) -> bool:
+    try:
+        parser.parse_overrides([arg])  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - any parse failure
+        return False
+    return True
 
 
 def group_options(group: str) -> list[str]:
@@ -65,12 +95,12 @@ def group_options(group: str) -> list[str]:
 
 
 def check_cli_choices(argv: Sequence[str]) -> None:
-    """Name an unknown config-group choice (variant=zzz) in one line, before Hydra's
-    multi-line error. Sweeps (variant=a,b) are checked element by element."""
+    """Name an unknown config-group choice (variant=zzz, executor/slurm/profile=zzz) in one
+    line, before Hydra's multi-line error. Sweeps (variant=a,b) are checked element by element."""
     for arg in argv:
         key, sep, value = arg.lstrip("+~").partition("=")
-        if not sep or "/" in key or not (CONF_DIR / key).is_dir():
-            continue
+        if not sep or key.startswith("hydra") or not (CONF_DIR / key).is_dir():
+            continue  # hydra/...: Hydra's own groups (launchers, sweepers) lie outside conf/
         allowed = group_options(key)
         for choice in value.split(","):
             _require(
@@ -125,10 +155,14 @@ def first_choices(argv: Sequence[str]) -> list[str]:
     """The overrides of argv with each sweep (a,b / choice(a,b) / range(3)) at its first value;
     Hydra's own settings (hydra.*, hydra/...) are left out."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
 
     out = []
     for arg in (a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra")):
-        (override,) = OverridesParser.create().parse_overrides([arg])
+        try:
+            (override,) = OverridesParser.create().parse_overrides([arg])
+        except OverrideParseException as err:
+            raise parse_error(err, [arg]) from None
         if override.is_sweep_override():
             first = next(iter(override.sweep_string_iterator()), None)
             arg = arg if first is None else f"{override.get_key_element()}={first}"
@@ -152,6 +186,22 @@ def _check_batch(cfg: DictConfig, stage: str) -> None:
         f"trainer.{stage}.global_batch={s.global_batch} must be a multiple of batch_size x "
         f"devices x num_nodes = {s.batch_size} x {t.devices} x {t.num_nodes} = {per_update} "
         "(the rest is gradient accumulation)",
+    )
+
+
+def _check_facts(d: DictConfig) -> None:
+    """data.facts (ssmax.data.facts.check_spec's rules) and where facts can be planted."""
+    from ssmax.data.facts import spec_from_cfg
+
+    try:
+        spec = spec_from_cfg(d.facts)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    _require(
+        spec.fraction == 0 or d.source == "embedded" or bool(d.shards_dir),
+        f"data.facts.fraction={spec.fraction} plants facts in indexed rows (data.source=embedded "
+        f"or data.shards_dir), not in the data.source={d.source} stream: set "
+        "data.facts.fraction=0, or prepare shards (python -m ssmax.data.prepare)",
     )
 
 
@@ -184,6 +234,18 @@ def validate(cfg: DictConfig) -> None:
     )
     for stage in OBJECTIVES:
         _check_batch(cfg, stage)
+    d = cfg.data
+    _check_facts(d)
+    _require(
+        d.sft_context_words_min <= d.sft_context_words_max,
+        f"data.sft_context_words_min={d.sft_context_words_min} must be <= "
+        f"data.sft_context_words_max={d.sft_context_words_max}",
+    )
+    _require(
+        d.val_fraction + d.test_fraction < 1,
+        f"data.val_fraction + data.test_fraction = {d.val_fraction + d.test_fraction:g} must be "
+        "< 1 (the rest is the training split)",
+    )
 
 
 def model_config(cfg: DictConfig) -> ModelConfig:

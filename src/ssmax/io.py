@@ -83,3 +83,14 @@ def atomic_dir(dest: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def set_aside(path: str | Path, tag: str) -> Path:
+    """Rename a file out of the way, beside it, as <name>.<tag>-<unix time> (kept to look at,
+    never read again); one rename, so readers see it at its old name or not at all."""
+    import time
+
+    path = Path(path)
+    aside = path.with_name(f"{path.name}.{tag}-{int(time.time())}")
+    os.replace(path, aside)
+    return aside

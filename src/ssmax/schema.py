@@ -22,10 +22,14 @@ OBJECTIVES = ("pretrain", "sft")
 SCHEDULES = ("constant", "cosine")
 TOKENIZERS = ("bpe", "gpt2")
 EXECUTOR_KINDS = ("inprocess", "local", "slurm")
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+PRECISIONS = ("auto", "32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
+MAX_SEED = 2**32 - 1  # numpy's and Lightning's seeds: 0 .. 2^32 - 1
 
 
 def rule(default: Any = MISSING, **rules: Any) -> Any:
-    """A field with checks run after compose: gt/ge (a bound), choices (allowed values)."""
+    """A field with checks run after compose (ssmax.schema_rules.check_rules): gt/ge/lt/le (a
+    bound), choices (allowed values); on a list each item, and length / min_items its size."""
     if isinstance(default, list | dict):
         return field(default_factory=lambda: default.copy(), metadata=rules)
     return field(default=default, metadata=rules)
@@ -82,10 +86,10 @@ class FactTemplate:
 class FactsConfig:
     """Planted facts (ssmax.data.facts; not in the paper): retrieval at the training length."""
 
-    fraction: float = rule(0.0, ge=0.0)  # share of training rows with facts (validation: same)
+    fraction: float = rule(0.0, ge=0.0, le=1.0)  # share of rows with facts (validation too)
     facts_per_row: int = rule(1, gt=0)  # facts in a row of the training length (distinct keys)
     questions_per_row: int = rule(1, ge=0)  # of them asked, each after its fact, answer included
-    digits: list[int] = items(4, 8)  # value length in digits, uniform in [lo, hi]
+    digits: list[int] = rule([4, 8], gt=0, length=2)  # value length in digits, uniform in [lo, hi]
     templates: list[FactTemplate] = items(  # never "special", "magic", "number" (checked)
         FactTemplate("The secret code of {key} is {value}.", "What is the secret code of {key}?"),
         FactTemplate("{key} kept {value} pounds in the old desk.",
@@ -114,15 +118,15 @@ class DataConfig:
     tokenizer: str = rule("bpe", choices=TOKENIZERS)  # bpe: trained on the corpus; gpt2: tiktoken
     vocab_size: int = rule(4096, gt=0)  # bpe: a setting; gpt2: must be 50257
     seq_len: int = rule(128, gt=0)  # training sequence length N (paper: 1024, Sec. 3)
-    val_fraction: float = rule(0.02, ge=0.0)  # documents held out for validation (by hash)
-    test_fraction: float = rule(0.02, ge=0.0)  # held out for the test split (loss, haystacks)
+    val_fraction: float = rule(0.02, ge=0.0, lt=1.0)  # documents held out for validation (by hash)
+    test_fraction: float = rule(0.02, ge=0.0, lt=1.0)  # held out: test split (loss, haystacks)
     sft_source: str = rule("generated", choices=("generated", "squad_v2"))  # the SFT set
-    sft_val_fraction: float = rule(0.05, ge=0.0)  # SFT examples held out (by a hash of the id)
+    sft_val_fraction: float = rule(0.05, ge=0.0, lt=1.0)  # SFT examples held out (by id hash)
     sft_num_examples: int = rule(4000, gt=0)  # generated set: before the SQuAD filter
-    sft_unanswerable_fraction: float = rule(0.1, ge=0.0)  # generated set: no answer in context
+    sft_unanswerable_fraction: float = rule(0.1, ge=0.0, le=1.0)  # generated: no answer
     sft_context_words_min: int = rule(30, gt=0)  # generated passages: words, before the facts
     sft_context_words_max: int = rule(70, gt=0)  # ... at most
-    sft_seed: int = 0  # the generated set depends only on this (not on the run seed)
+    sft_seed: int = rule(0, ge=0, le=MAX_SEED)  # the generated set's seed
     sft_prompt: str = "{context}\n\nQuestion: {question}\nAnswer:"  # then " {answer}" + EOS
     max_eval_sequences: int | None = None  # cap on validation sequences (null: the whole split)
     num_workers: int = rule(0, ge=0)  # DataLoader workers
@@ -140,7 +144,7 @@ class DataConfig:
 @dataclass
 class OptimConfig:
     lr: float = rule(6.0e-4, gt=0)  # peak learning rate
-    betas: list[float] = items(0.9, 0.95)  # AdamW betas
+    betas: list[float] = rule([0.9, 0.95], ge=0, lt=1, length=2)  # AdamW betas
     eps: float = rule(1.0e-8, gt=0)  # paper silent: AdamW default
     weight_decay: float = rule(0.1, ge=0)  # only on parameters of rank >= 2
     grad_clip: float = rule(1.0, gt=0)  # gradient norm clip
@@ -163,7 +167,7 @@ class SFTConfig(OptimConfig):
     """App. C, Table 3."""
 
     lr: float = rule(2.0e-5, gt=0)  # peak learning rate
-    betas: list[float] = items(0.9, 0.999)  # AdamW betas
+    betas: list[float] = rule([0.9, 0.999], ge=0, lt=1, length=2)  # AdamW betas
     weight_decay: float = rule(0.0, ge=0)  # App. C: none
     schedule: str = rule("cosine", choices=SCHEDULES)  # after the warmup (paper silent: to 0)
     warmup_epochs: float = rule(1.0, ge=0)  # linear warmup, in epochs
@@ -172,16 +176,16 @@ class SFTConfig(OptimConfig):
 
 @dataclass
 class TrainerConfig:
-    accelerator: str = "auto"  # auto: GPU when present, else CPU
+    accelerator: str = rule("auto", choices=ACCELERATORS)  # auto: GPU when present, else CPU
     devices: int = rule(1, gt=0)  # devices per node (under SLURM: tasks per node)
     num_nodes: int = rule(1, gt=0)  # executor=slurm sets it from the profile's nodes
-    precision: str = "auto"  # auto: bf16-mixed on GPU (App. B, C), 32-true on CPU
+    precision: str = rule("auto", choices=PRECISIONS)  # auto: bf16-mixed on GPU, else 32-true
     log_every_n_steps: int = rule(10, gt=0)  # MLflow metrics every this many steps
     val_every_n_steps: int = rule(200, gt=0)  # validation every this many optimizer steps
     val_batches: int | float = rule(8, gt=0)  # validation batches per check (float: a share)
     checkpoint_every_n_steps: int = rule(200, gt=0)  # Lightning checkpoint (resume) interval
     progress_bar: bool = True  # Rich progress bar
-    save_weights_at: list[int] = items()  # steps after which weights are saved (model_step<N>)
+    save_weights_at: list[int] = rule([], gt=0)  # steps after which weights are saved
     deterministic: bool = False  # deterministic kernels (CPU tests of resume equality)
     callbacks: list[Any] = items()  # extra callbacks, {_target_: module.Class, ...}; observers
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)  # App. B
@@ -203,7 +207,7 @@ class LossEvalConfig:
     """Sec. 3.2, Fig. 5: per-position test loss, theta x rope_factor."""
 
     max_multiple: int | float = rule(20, gt=0)  # sequences of this x the training length
-    report_multiples: list[Any] = items(1, 5, 10, 20)  # multiples in the table and claims
+    report_multiples: list[Any] = rule([1, 5, 10, 20], gt=0)  # multiples in the table and claims
     sequences: int = rule(8, gt=0)  # test sequences (paper: 100,000)
 
 
@@ -211,11 +215,11 @@ class LossEvalConfig:
 class NiahEvalConfig:
     """Sec. 3.3, Fig. 6: needle in a haystack after SFT, theta x rope_factor."""
 
-    context_multiples: list[Any] = items(1, 2, 4, 6, 8, 10)  # haystack x the training length
-    depths: list[float] = items(0.1, 0.3, 0.5, 0.7, 0.9)  # where the needle sits
+    context_multiples: list[Any] = rule([1, 2, 4, 6, 8, 10], gt=0, min_items=1)  # haystack x N
+    depths: list[float] = rule([0.1, 0.3, 0.5, 0.7, 0.9], ge=0, le=1, min_items=1)  # needle depths
     samples: int = rule(4, gt=0)  # per (context, depth) cell (paper: 1000)
     max_new_tokens: int = rule(8, gt=0)  # greedy answer length
-    base_theta_multiples: list[Any] = items(1)  # the same test at the training theta ([]: off)
+    base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
 
 
 @dataclass
@@ -223,7 +227,7 @@ class NeedleScoresConfig:
     """Sec. 3.4, Figs. 7, 8: attention on the needle's number, theta x rope_factor."""
 
     context_multiple: int | float = rule(7.8125, gt=0)  # x the training length (8000 at 1024)
-    depth: float = rule(0.5, ge=0)  # Fig. 7's needle: depth ...
+    depth: float = rule(0.5, ge=0, le=1)  # Fig. 7's needle: depth ...
     city: str = "Tokyo"  # ... city ...
     number: str = "8106422"  # ... and number
     trials: int = rule(20, gt=0)  # Fig. 8: random city, number, depth per trial (paper: 100)
@@ -277,13 +281,13 @@ class ExecutorConfig:
 @dataclass
 class PipelineSettings:
     file: str = "paper"  # pipelines/<file>.yaml: stages, variants, edges (make PIPELINE=...)
-    variants: list[str] | None = None  # null: the declaration's (with those they start from)
-    seeds: list[int] | None = None  # null: the declaration's; or a list, e.g. [0, 1, 2]
+    variants: list[str] | None = rule(None, min_items=1)  # null: the declaration's
+    seeds: list[int] | None = rule(None, ge=0, le=MAX_SEED, min_items=1)  # null: the declaration's
     strict_reads: bool = False  # each stage sees only the config keys its SPEC declares
     overrides: dict[str, list[str]] = rule({})  # one variant's overrides, {b_ssmax: [k=v]}
-    switch_fraction: float = rule(0.875, gt=0)  # Sec. 3 (f): 175k of 200k steps with softmax
-    switch_warmup_fraction: float = rule(0.04, ge=0)  # Sec. 3 (f): 1,000 of the last 25,000
-    pn_fraction: float = rule(0.125, gt=0)  # Sec. 2.1: 25k iterations vs 200k
+    switch_fraction: float = rule(0.875, gt=0, lt=1)  # Sec. 3 (f): 175k of 200k steps with softmax
+    switch_warmup_fraction: float = rule(0.04, ge=0, le=1)  # Sec. 3 (f): 1,000 of the last 25,000
+    pn_fraction: float = rule(0.125, gt=0, le=1)  # Sec. 2.1: 25k iterations vs 200k
     rope_factor: int | float = rule(50, gt=0)  # Sec. 3.2, 3.3: eval theta 10,000 -> 500,000
 
 
@@ -293,14 +297,14 @@ class CostConfig:
 
     gpu: str = "H100 SXM, bf16 dense"  # the GPU the table is for
     peak_flops: float = rule(989.0e12, gt=0)  # NVIDIA's H100 SXM bf16 dense peak
-    mfu: float = rule(0.40, gt=0)  # assumed model FLOPs utilisation (measure: bench_step)
+    mfu: float = rule(0.40, gt=0, le=1)  # assumed model FLOPs utilisation (measure: bench_step)
 
 
 @dataclass
 class TrainConfig:
     """`python -m ssmax.train` (conf/config.yaml)."""
 
-    seed: int = 0  # the run's seed (data order, init)
+    seed: int = rule(0, ge=0, le=MAX_SEED)  # the run's seed (data order, init)
     objective: str = rule("pretrain", choices=OBJECTIVES)  # sft: summed answer-span loss
     init_from: str | None = None  # weights to start from (.pt or .ckpt); (e)/(f) need (a)'s
     run_name: str | None = None  # MLflow run name; null: <variant>-<objective>-seed<seed>

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import operator
 import re
 import types
 import typing
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
 from ssmax.schema import PipelineConfig
@@ -71,9 +72,9 @@ def describe(key: str) -> str:
     text = " or ".join(dict.fromkeys(names))
     if typing.get_origin(tp) is list or any(typing.get_origin(t) is list for t in kinds):
         text = "a list, e.g. [1, 2]"
-    for name, op in (("gt", ">"), ("ge", ">=")):
-        if name in rules:
-            text += f" {op} {rules[name]}"
+    bounds = [f"{op} {rules[name]}" for name, op, _ in BOUNDS if name in rules]
+    if bounds:
+        text += " " + " and ".join(bounds)
     if type(None) in _unwrap(tp):
         text += ", or null"
     return text
@@ -100,12 +101,37 @@ def check_rules(cfg: DictConfig, cls: Any = PipelineConfig, prefix: str = "") ->
             check_rules(value, sub, f"{key}.")
             continue
         rules = field.metadata
-        if "choices" in rules and value not in rules["choices"]:
-            raise RuleError(f"{key}={value!r}; allowed: {tuple(rules['choices'])}")
-        if "gt" in rules and not value > rules["gt"]:
-            raise RuleError(f"{key}={value} must be > {rules['gt']}")
-        if "ge" in rules and not value >= rules["ge"]:
-            raise RuleError(f"{key}={value} must be >= {rules['ge']}")
+        if isinstance(value, ListConfig | list):  # a list: its length, then each item
+            _check_length(key, list(value), rules)
+            for i, item in enumerate(value):
+                _check_value(f"{key}[{i}]", item, rules)
+        else:
+            _check_value(key, value, rules)
+
+
+BOUNDS = (("gt", ">", operator.gt), ("ge", ">=", operator.ge), ("lt", "<", operator.lt),
+          ("le", "<=", operator.le))  # fmt: skip
+
+
+def _check_value(key: str, value: Any, rules: dict[str, Any]) -> None:
+    if "choices" in rules and value not in rules["choices"]:
+        raise RuleError(f"{key}={value!r}; allowed: {tuple(rules['choices'])}")
+    for name, op, holds in BOUNDS:
+        if name not in rules:
+            continue
+        try:
+            ok = holds(value, rules[name])
+        except TypeError:  # a value of Any type (an item of an open list) that is no number
+            raise RuleError(f"{key}={value!r} has the wrong type; allowed: a number") from None
+        if not ok:
+            raise RuleError(f"{key}={value} must be {op} {rules[name]}")
+
+
+def _check_length(key: str, value: list[Any], rules: dict[str, Any]) -> None:
+    if "length" in rules and len(value) != rules["length"]:
+        raise RuleError(f"{key}={value} must have {rules['length']} items")
+    if "min_items" in rules and len(value) < rules["min_items"]:
+        raise RuleError(f"{key}={value} must have at least {rules['min_items']} item(s)")
 
 
 def _omegaconf_error(err: BaseException | None) -> OmegaConfBaseException | None:

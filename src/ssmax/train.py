@@ -1,6 +1,7 @@
 """Train one variant: `python -m ssmax.train [preset=tiny] [variant=b_ssmax] [objective=sft]`.
 
-The command line only: check the overrides (one line and exit 2 on a bad one, before any work),
+The command line only: check the overrides and the files they name (one line and exit 2 on a
+bad one, before any work; SSMAX_DEBUG=1 shows the traceback),
 then hand the composed config to ssmax.training.train, which assembles the data, the model,
 the Lightning Trainer, its logger and callbacks, and fits. Prints the resolved config with
 `--cfg job`; `-m` sweeps (hydra/launcher=ssmax_slurm: one SLURM job per run).
@@ -11,11 +12,13 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
+from typing import NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, check_cli_choices, check_compose, check_override_keys
+from ssmax.config import ConfigError, check_cli_choices, check_compose, check_override_keys, debug
+from ssmax.inputs import check_inputs
 from ssmax.resolvers import launcher_value, register_resolvers
 
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
@@ -34,16 +37,27 @@ def _requeueable() -> AbstractContextManager[object]:
     return DeferredSignal(JobEnvironment._usr_sig())
 
 
+def fail(err: BaseException, status: int) -> NoReturn:
+    """One line on stderr and exit (SSMAX_DEBUG=1: the traceback instead)."""
+    if debug():
+        raise err
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(status)
+
+
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
+    from ssmax.data.hub import DataUnavailableError
+    from ssmax.lit.guards import TrainingDiverged
     from ssmax.training import train
 
     try:
         with _requeueable():
             result = train(cfg)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    except (ConfigError, DataUnavailableError) as err:  # bad input: status 2
+        fail(err, 2)
+    except TrainingDiverged as err:  # the run stopped: status 1
+        fail(err, 1)
     print(f"weights: {result.weights}")
 
 
@@ -62,10 +76,10 @@ def main() -> None:
         overrides = [a for a in sys.argv[1:] if a != "-m" and not a.startswith("--")]
         check_override_keys(overrides)
         check_launcher(sys.argv[1:])
-        check_compose(overrides)
+        cfg = check_compose(overrides)
+        check_inputs(cfg, sft=cfg.objective == "sft")
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        fail(err, 2)
     _hydra_main()
 
 

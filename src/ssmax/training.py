@@ -6,7 +6,6 @@ pipeline's training stages call train() directly.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 from dataclasses import dataclass
@@ -18,7 +17,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, absolute_paths, model_config, validate, variant_config
+from ssmax.inputs import check_fits, read_weights
 from ssmax.io import atomic_torch_save, atomic_write_json, atomic_write_text
+from ssmax.lit.guards import resume_from
 from ssmax.lit.module import LitLM
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
@@ -28,7 +29,7 @@ from ssmax.lit.resume import (
 )
 from ssmax.model import load_backbone
 from ssmax.ranks import global_rank
-from ssmax.tracking import ensure_experiment, log_config, run_tags, tracking_uri
+from ssmax.tracking import ensure_experiment, log_config, log_datasets, run_tags, tracking_uri
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -54,11 +55,9 @@ def precision(setting: str) -> str:
 
 
 def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.')."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if "state_dict" in state:
-        state = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}
-    return state
+    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.');
+    a file that is none is a ConfigError naming it (ssmax.inputs.read_weights)."""
+    return read_weights(path)
 
 
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
@@ -73,12 +72,7 @@ def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
 
 def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume."""
-    # The jobs of a multirun start together: one at a time creates the sqlite store's tables
-    # and the experiment (concurrent migrations fail with "duplicate column").
-    Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(cfg.paths.output_dir) / ".mlflow.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ensure_experiment(cfg)
+    ensure_experiment(cfg)  # the store created under its lock (concurrent runs: ssmax.tracking)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
     tags = run_tags(cfg) | dict(cfg.tracking.tags)
@@ -93,6 +87,7 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     )
     if run_id is None:
         log_config(logger.experiment, logger.run_id, cfg)
+        log_datasets(logger.experiment, logger.run_id, cfg)
         atomic_write_text(id_file, logger.run_id)
     return logger
 
@@ -131,7 +126,9 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         warmup,
     )
     if cfg.init_from:
-        load_backbone(lit.model, load_weights(cfg.init_from))
+        state = read_weights(cfg.init_from)
+        check_fits(cfg, state)  # the first tensor of another shape, in one line
+        load_backbone(lit.model, state)
     elif cfg.variant.s_init == "inv_mean_log_n":
         raise ConfigError(
             f"variant={cfg.variant.name} starts from softmax weights: set init_from=<path to "
@@ -147,14 +144,19 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     save_at = {
         int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
     }
-    callbacks = build_callbacks(cfg, run_dir, save_at)
-    trainer = build_trainer(cfg, total, accumulate, logger, callbacks)
-    fit_metrics = {}
-    if total > 0:
-        trainer.fit(lit, datamodule=datamodule, ckpt_path=last if last.exists() else None)
-        fit_metrics = dict(trainer.callback_metrics)  # validate() below replaces them
-    # The final model's validation loss, for every run ((e) has no training at all).
-    trainer.validate(lit, datamodule=datamodule, verbose=False)
+    try:  # a failure marks the MLflow run FAILED (Lightning does so inside fit only)
+        callbacks = build_callbacks(cfg, run_dir, save_at)
+        trainer = build_trainer(cfg, total, accumulate, logger, callbacks)
+        fit_metrics = {}
+        if total > 0:
+            trainer.fit(lit, datamodule=datamodule, ckpt_path=resume_from(last, rank0))
+            fit_metrics = dict(trainer.callback_metrics)  # validate() below replaces them
+        # The final model's validation loss, for every run ((e) has no training at all).
+        trainer.validate(lit, datamodule=datamodule, verbose=False)
+    except Exception:
+        if logger:
+            logger.finalize("failed")
+        raise
     weights = run_dir / WEIGHTS_FILE
     if rank0:
         atomic_torch_save(lit.model.state_dict(), weights)

@@ -10,6 +10,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from ssmax.lit.guards import check_finite
 from ssmax.model import ModelConfig, Transformer, VariantConfig
 
 IGNORE = -100
@@ -100,6 +101,7 @@ class LitLM(L.LightningModule):
         """Step metrics go to the logger here, before this step's checkpoint can be written,
         so a run killed right after a checkpoint has already logged every step it covers."""
         losses, self._losses = self._losses, []
+        check_finite(losses, self.trainer)  # a NaN stops the run before it touches the weights
         step, every = self.global_step, self.trainer.log_every_n_steps
         if step % every or not self.loggers:
             return

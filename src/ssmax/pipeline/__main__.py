@@ -5,7 +5,10 @@ plan    print the DAG: each node, its fingerprint and whether it is cached or wo
         what it costs (tokens, FLOPs, GPU-hours, wall time, disk: ssmax.pipeline.cost)
 status  each node's state on disk (and its SLURM job, after `run executor=slurm`)
 
-`run executor=slurm` submits and returns; add --wait (= executor.wait=true) to wait for the jobs.
+One `run` per output folder at a time (ssmax.pipeline.lock): a second one says who holds it and
+exits with status 3. --wait waits for that run to finish first, and under SLURM (= executor.wait=
+true) for the jobs too (`run executor=slurm` submits and returns). A bad setting or input file:
+one line, status 2; SSMAX_DEBUG=1 shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ssmax.config import ConfigError, check_cli_choices, check_override_keys
+from ssmax.config import ConfigError, check_cli_choices, check_override_keys, debug
+from ssmax.data.hub import DataUnavailableError
+from ssmax.pipeline.lock import BUSY, Busy, pipeline_lock
 
 
 def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
@@ -27,27 +32,46 @@ def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
     print(f"{len(jobs)} nodes: {len(jobs) - todo} cached, {todo} to run")
 
 
-def run(overrides: list[str]) -> int:
-    """Plan, then run the plan with the configured executor (ssmax.pipeline.executors)."""
+def run(overrides: list[str], wait: bool = False) -> int:
+    """Plan, then, holding the output folder's lock, run the plan with the configured executor
+    (ssmax.pipeline.executors). Nodes another run finished while this one waited are cached:
+    a node's done-marker is read when the executor reaches it."""
     from ssmax.pipeline.executors import run_pipeline
-    from ssmax.pipeline.run import plan
+    from ssmax.pipeline.run import abort_open_runs, plan
 
     cfg, jobs = plan(overrides)
-    return run_pipeline(cfg, jobs, overrides, lambda line: print(line, flush=True))
+    if cfg.executor.kind == "slurm":
+        from ssmax.pipeline.slurm.profile import check_cluster
+
+        check_cluster()
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    command = " ".join(["python -m ssmax.pipeline run", *overrides])
+    with pipeline_lock(cfg.paths.output_dir, wait, log, command):
+        try:
+            return run_pipeline(cfg, jobs, overrides, log)
+        except BaseException as err:  # the MLflow run ends FAILED (KILLED on Ctrl-C), not RUNNING
+            abort_open_runs("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+            raise
+        finally:
+            abort_open_runs("FINISHED")  # none left open after a normal end: close() ran
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command, overrides = (argv[0], argv[1:]) if argv and "=" not in argv[0] else ("run", argv)
-    if "--wait" in overrides:
+    wait = "--wait" in overrides
+    if wait:
         overrides = [o for o in overrides if o != "--wait"] + ["executor.wait=true"]
     try:
         if command not in ("run", "plan", "status"):
             raise ConfigError(f"command {command!r} is unknown; allowed: run, plan, status")
+        unknown = [o for o in overrides if o.startswith("-")]
+        if unknown:
+            raise ConfigError(f"option {unknown[0]!r} is unknown; allowed: --wait")
         check_cli_choices(overrides)
         check_override_keys(overrides, config_name="pipeline")
         if command == "run":
-            return run(overrides)
+            return run(overrides, wait)
         from ssmax.pipeline.run import plan
         from ssmax.pipeline.slurm import book_path, print_status
 
@@ -60,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
 
             print(format_costs(cfg, plan_costs(cfg, jobs)))
         return 0
-    except (ConfigError, ValueError) as err:
+    except Busy as err:
+        print(f"busy: {err}", file=sys.stderr)
+        return BUSY
+    except (ConfigError, ValueError, DataUnavailableError) as err:
+        if debug():
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -8,6 +8,7 @@ subprocess or in a cluster job. ``run_pipeline`` ties them together under one ML
 from __future__ import annotations
 
 import importlib
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import absolute_paths, compose, validate
+from ssmax.config import ConfigError, absolute_paths, check_override_keys, compose, validate
 from ssmax.pipeline.dag import Node, build_dag
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
@@ -73,6 +74,10 @@ def compose_pipeline(
         declared(base)
         return base
     extra = list(base.pipeline.overrides.get(variant) or [])
+    try:  # a misspelled key among them, named with its neighbours
+        check_override_keys(extra, config_name="pipeline")
+    except ConfigError as err:
+        raise ConfigError(f"pipeline.overrides.{variant}: {err}") from None
     return compose(*overrides, f"variant={variant}", f"seed={seed}", *extra, config_name="pipeline")
 
 
@@ -86,11 +91,20 @@ def declared(cfg: DictConfig) -> Declaration:
     return decl
 
 
+def _reads(cfg: DictConfig) -> object:
+    """What of a config names files to read (ssmax.inputs.check_inputs checks them)."""
+    return OmegaConf.to_container(cfg.data, resolve=True), cfg.init_from, cfg.paths.output_dir
+
+
 def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
-    """The pipeline config and every node as a job, inputs first."""
+    """The pipeline config and every node as a job, inputs first. Every setting and input
+    file is checked first (ConfigError: one line)."""
+    from ssmax.inputs import check_inputs
+
     base = compose_pipeline(overrides)
     validate(base)
     absolute_paths(base)
+    check_inputs(base)
     decl = declared(base)
     dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
     configs: dict[tuple[str | None, int | None], DictConfig] = {}
@@ -101,6 +115,8 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
             cfg = base if node.variant is None else compose_pipeline(overrides, *key)
             validate(cfg)
             absolute_paths(cfg)
+            if _reads(cfg) != _reads(base):  # a variant's overrides name other files
+                check_inputs(cfg)
             configs[key] = cfg
         jobs[node.name] = _job(node, decl.stages[node.stage], configs[key], jobs)
     return base, list(jobs.values())
@@ -156,9 +172,11 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     module = importlib.import_module(f"ssmax.stages.{job.module}")
     try:
         outputs = module.run(ctx)
-    except BaseException:
+    except BaseException as err:
         if run_id:
             finish_run(cfg, run_id, "FAILED")
+        if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
+            discard_unresumable(directory)
         raise
     run_id = outputs.get("run_id", run_id)
     if run_id and rank0:
@@ -170,6 +188,13 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     if rank0:
         write_done(directory, record)
     return record
+
+
+def discard_unresumable(directory: Path) -> None:
+    """A failed node's folder goes unless it holds a checkpoint to resume from: `plan` then
+    shows it to-run, not partial, and the next run starts it afresh."""
+    if not any(directory.rglob("*.ckpt")):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _tags(job: NodeJob) -> dict[str, str]:
@@ -187,6 +212,7 @@ class ParentRun:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg, self.handed_off = cfg, False
         self._id: str | None = None
+        OPEN_RUNS.append(self)
 
     def id(self) -> str:
         if self._id is None:
@@ -207,6 +233,24 @@ class ParentRun:
     def close(self, jobs: list[NodeJob], states: dict[str, str]) -> None:
         if not self.handed_off:
             close_pipeline_run(self.cfg, self.id(), jobs, states)
+        self.handed_off = True
+
+    def abort(self, status: str) -> None:
+        """The invocation ended on an exception: the run ends with status, not RUNNING."""
+        if self._id is not None and not self.handed_off:
+            from ssmax.tracking import finish_run
+
+            finish_run(self.cfg, self._id, status)
+        self.handed_off = True
+
+
+OPEN_RUNS: list[ParentRun] = []  # this process's pipeline runs, for abort_open_runs
+
+
+def abort_open_runs(status: str = "FAILED") -> None:
+    """End the pipeline runs of this process still open (an executor raised)."""
+    while OPEN_RUNS:
+        OPEN_RUNS.pop().abort(status)
 
 
 def close_pipeline_run(

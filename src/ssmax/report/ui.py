@@ -32,6 +32,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why (host, port) cannot be served on, or None when it can."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as err:
+            return err.strerror or str(err)
+    return None
+
+
+def _last_line(log: Path) -> str:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
 def store_uri(output_dir: str | Path) -> str:
     """The pipeline's default store (ssmax.tracking.tracking_uri with no override)."""
     return "sqlite:///" + str(Path(output_dir).resolve() / "mlflow.db")
@@ -59,7 +74,9 @@ def start_ui(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"mlflow server exited ({process.returncode}); see {log}")
+            raise RuntimeError(
+                f"mlflow server exited ({process.returncode}): {_last_line(log)}; see {log}"
+            )
         try:
             with urllib.request.urlopen(server.url + "/health", timeout=2) as reply:
                 if reply.status == 200:
@@ -107,7 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     if not (Path(args.output_dir) / "mlflow.db").exists():
         print(f"error: no MLflow store at {args.output_dir}/mlflow.db", file=sys.stderr)
         return 2
-    server = start_ui(args.output_dir, args.port, args.host)
+    busy = port_in_use(args.host, args.port)
+    if busy:
+        print(f"error: --port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
+              f"make mlflow-ui PORT={free_port(args.host)}", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        server = start_ui(args.output_dir, args.port, args.host)
+    except (RuntimeError, TimeoutError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)", flush=True)
     try:
         server.process.wait()

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, model_config, variant_config
 from ssmax.model import Transformer
+from ssmax.schema import ACCELERATORS
 
 
 @dataclass
@@ -36,9 +37,6 @@ def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
     cfg.run_name = ctx.name
     cfg.tracking.tags = dict(ctx.tags or {})
     return cfg
-
-
-ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 
 
 def eval_device(cfg: DictConfig) -> torch.device:

@@ -1,9 +1,14 @@
-"""MLflow tracking: a sqlite store in the output folder, params from the resolved config."""
+"""MLflow tracking: a sqlite store in the output folder (created under a lock), params from
+the resolved config, the data each training run reads as its dataset inputs (datasets.py)."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +31,37 @@ def artifact_location(cfg: DictConfig) -> str:
     return Path(root).resolve().as_uri()
 
 
+@contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """Held while a sqlite store may be created: the tables and their migrations are made by
+    the first client to open it, and two at once fail ("duplicate column name: step"). The
+    lock file lies beside the database (<db>.lock); other stores need none."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_experiment(cfg: DictConfig) -> str:
-    """Id of the configured experiment, created with an explicit artifact location."""
+    """Id of the configured experiment, created with an explicit artifact location; the store
+    and the experiment are created under store_lock (every path to a new store comes here)."""
     from mlflow import MlflowClient
 
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
-    client = MlflowClient(tracking_uri(cfg))
-    experiment = client.get_experiment_by_name(cfg.tracking.experiment)
-    if experiment is not None:
-        return experiment.experiment_id
-    return client.create_experiment(cfg.tracking.experiment, artifact_location(cfg))
+    uri = tracking_uri(cfg)
+    with store_lock(uri):
+        client = MlflowClient(uri)
+        experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+        if experiment is not None:
+            return experiment.experiment_id
+        return client.create_experiment(cfg.tracking.experiment, artifact_location(cfg))
 
 
 def flat_params(cfg: DictConfig) -> dict[str, str]:
@@ -54,6 +80,7 @@ def flat_params(cfg: DictConfig) -> dict[str, str]:
     return flat
 
 
+@cache
 def git_commit() -> str:
     try:
         out = subprocess.run(
@@ -75,6 +102,8 @@ def run_tags(cfg: DictConfig) -> dict[str, str]:
         "objective": str(cfg.objective),
         "seed": str(cfg.seed),
         "git_commit": git_commit(),
+        "mlflow.source.git.commit": git_commit(),  # the UI's "Source" version
+        "mlflow.source.type": "LOCAL",
     }
 
 
@@ -96,8 +125,10 @@ def _client(cfg: DictConfig) -> Any:
 
 def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> str:
     """The parent run of one pipeline invocation; its config is logged as for any run."""
+    experiment = ensure_experiment(cfg)
     client = _client(cfg)
-    run = client.create_run(ensure_experiment(cfg), run_name=name, tags=tags)
+    tags = {"mlflow.source.git.commit": git_commit(), "mlflow.source.type": "LOCAL"} | tags
+    run = client.create_run(experiment, run_name=name, tags=tags)
     log_config(client, run.info.run_id, cfg)
     return run.info.run_id
 
@@ -111,11 +142,12 @@ def child_run(
 ) -> str:
     """A run under the pipeline's run for a node that does not train (training nodes get
     theirs from the Lightning logger, with the same parent)."""
+    experiment = ensure_experiment(cfg)
     client = _client(cfg)
     tags = run_tags(cfg) | dict(tags)  # the node's own tags win
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
-    run = client.create_run(ensure_experiment(cfg), run_name=name, tags=tags)
+    run = client.create_run(experiment, run_name=name, tags=tags)
     if log_params:
         log_config(client, run.info.run_id, cfg)
     return run.info.run_id
@@ -142,3 +174,10 @@ def log_metrics(cfg: DictConfig, run_id: str, metrics: dict[str, float], step: i
     now = int(time.time() * 1000)
     items = [Metric(k, float(v), now, step) for k, v in metrics.items()]
     _client(cfg).log_batch(run_id, metrics=items)
+
+
+def log_datasets(client: Any, run_id: str, cfg: DictConfig) -> None:
+    """The run's data as MLflow dataset inputs (the UI's Dataset column)."""
+    from ssmax.tracking.datasets import dataset_inputs
+
+    client.log_inputs(run_id, datasets=dataset_inputs(cfg))

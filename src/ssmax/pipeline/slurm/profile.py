@@ -114,3 +114,22 @@ def _check_partitions(cfg: DictConfig, stages: dict[str, bool]) -> None:
     for partition in sorted(wanted - known):
         raise ConfigError(f"executor.partition={partition!r} is unknown on this cluster; sinfo "
                           f"lists: {', '.join(sorted(known))}")  # fmt: skip
+
+
+def check_cluster() -> None:
+    """SLURM answers here: sbatch is installed and the controller replies to sinfo. Said in
+    one line before anything is submitted (sbatch's own errors span several)."""
+    hint = "start the local cluster (make cluster-up) or use executor=local or executor=inprocess"
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        raise ConfigError(f"executor=slurm: SLURM is not installed here (no sbatch); {hint}")
+    try:
+        out = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                             timeout=30)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise ConfigError(f"executor=slurm: sinfo gave no answer in 30 s; {hint}") from None
+    if out.returncode != 0:
+        lines = [line for line in out.stderr.splitlines() if line.strip()] or ["no answer"]
+        raise ConfigError(
+            f"executor=slurm: the SLURM controller does not answer (sinfo: {lines[-1].strip()}); "
+            f"{hint}"
+        )

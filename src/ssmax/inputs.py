@@ -1,0 +1,265 @@
+"""The files a run reads and writes, checked before any work (ssmax.config checks the values).
+
+check_inputs(cfg) raises ConfigError, one line naming the key and the file (and the line in
+it) and what to do, on: an output folder that cannot be written; an init_from that is missing,
+no checkpoint, truncated, or of another model (the first tensor whose shape differs, both
+shapes, what to set); local SlimPajama or SQuAD files that are missing, empty or do not parse.
+Nothing is created: the output folder is probed with a temporary folder, removed at once.
+
+A local jsonl file is read up to SAMPLE_LINES lines (SlimPajama's chunks are many and large);
+a SQuAD file whole.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config import ConfigError, model_config, variant_config
+
+SAMPLE_LINES = 1000  # lines of each local jsonl file checked before the run
+SQUAD_KEYS = ("id", "context", "question", "answers")  # a jsonl row (title is optional)
+
+
+def check_inputs(cfg: DictConfig, sft: bool = True) -> None:
+    """Every file cfg reads (SQuAD only when sft: the run fine-tunes), and the output folder."""
+    check_output_dir(cfg.paths.output_dir)
+    if cfg.init_from:
+        check_fits(cfg, read_weights(cfg.init_from, "init_from"), "init_from")
+    data = cfg.data
+    if data.source == "slimpajama" and data.slimpajama_files and not data.shards_dir:
+        for path in _listed(data.slimpajama_files):
+            check_jsonl(path, "data.slimpajama_files", ("text",))
+    if data.shards_dir and not (Path(data.shards_dir) / "manifest.json").is_file():
+        raise ConfigError(
+            f"data.shards_dir={data.shards_dir} holds no manifest.json: prepare it first "
+            "(python -m ssmax.data.prepare ...), or set data.shards_dir=null to tokenize on the fly"
+        )
+    if sft and data.sft_source == "squad_v2" and data.squad_files:
+        for path in _listed(data.squad_files):
+            check_squad(path)
+
+
+def _listed(value: Any) -> list[str]:
+    """The files of a setting: one path, a list, or a mapping split -> path(s)."""
+    if OmegaConf.is_config(value):
+        value = OmegaConf.to_container(value, resolve=True)
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in _listed(v)]
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+# ------------------------------------------------------------------------------ output folder
+
+
+def check_output_dir(output_dir: str) -> None:
+    """The folder can be created and written: a temporary folder is made in it (or in its
+    nearest existing parent) and removed."""
+    path = Path(output_dir).expanduser().absolute()
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"paths.output_dir={output_dir}: {probe} is a file, not a folder")
+    try:
+        with tempfile.TemporaryDirectory(dir=probe, prefix=".ssmax-probe-"):
+            pass
+    except OSError as err:
+        raise ConfigError(
+            f"paths.output_dir={output_dir} cannot be written ({err.strerror} in {probe}); "
+            "pick a folder you can write to"
+        ) from None
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+
+def read_weights(path: str | Path, key: str = "init_from") -> dict[str, torch.Tensor]:
+    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.');
+    anything else is a ConfigError naming the file."""
+    where = f"{key}={path}"
+    file = Path(path)
+    if not file.exists():
+        raise ConfigError(f"{where}: no such file; give a run's model.pt or a Lightning .ckpt")
+    if not file.is_file():
+        raise ConfigError(f"{where} is a folder; give a run's model.pt or a Lightning .ckpt")
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle, zip and I/O errors alike: the file is no checkpoint
+        with open(file, "rb") as handle:
+            head = handle.read(4)
+        if head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip, or its old pickle
+            line = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
+            reason = f"truncated or damaged: {line}"
+        else:
+            reason = f"not a file torch.save wrote: it begins {head!r}"
+        raise ConfigError(
+            f"{where} does not load as a PyTorch checkpoint ({reason}); give a run's model.pt "
+            "or a Lightning .ckpt"
+        ) from None
+    if isinstance(state, dict) and "state_dict" in state:
+        state = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ConfigError(f"{where} holds no state dict of tensors; give a run's model.pt or .ckpt")
+    return state
+
+
+def _describe(shapes: dict[str, tuple[int, ...]]) -> str:
+    """A model's size as read from its tensors' shapes."""
+    emb = shapes.get("tok_emb.weight")
+    ffn = shapes.get("layers.0.ffn.w1.weight")
+    layers = {k.split(".")[1] for k in shapes if k.startswith("layers.")}
+    if emb is None or len(emb) != 2:
+        return "no tok_emb.weight: not this project's model"
+    return f"vocab {emb[0]}, dim {emb[1]}, {len(layers)} layers" + (
+        f", ffn_dim {ffn[0]}" if ffn else ""
+    )
+
+
+def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init_from") -> None:
+    """The weights fit the configured model and variant: every tensor present with its shape;
+    only the variant's own scalars (s, b, p_n) may be absent (ssmax.model.load_backbone)."""
+    from ssmax.model import Transformer
+    from ssmax.model.transformer import VARIANT_PARAMS
+
+    with torch.device("meta"):  # shapes only: no memory, no init
+        model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    have = {k: tuple(v.shape) for k, v in state.items()}
+    m = cfg.model
+    sizes = (
+        f"the checkpoint: {_describe(have)}; model={m.name}: {_describe(want)}; set model= or "
+        "preset= (and data.vocab_size) as in the run that wrote it"
+    )
+    where = f"{key}={getattr(cfg, key, None) or '?'}"
+    for name, shape in want.items():
+        if name in have and have[name] != shape:
+            raise ConfigError(
+                f"{where} does not fit the model: {name} is {list(have[name])} there, "
+                f"{list(shape)} here ({sizes})"
+            )
+    missing = [k for k in want if k not in have and not k.endswith(VARIANT_PARAMS)]
+    if missing:
+        raise ConfigError(f"{where} lacks {missing[0]} (and {len(missing) - 1} more; {sizes})")
+    extra = [k for k in have if k not in want]
+    if extra:
+        raise ConfigError(
+            f"{where} holds {extra[0]}, which variant={cfg.variant.name} has no place for "
+            "(weights of another variant: SSMax weights do not go into softmax)"
+        )
+
+
+# ------------------------------------------------------------------------------ data files
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rt", encoding="utf-8")
+    if path.suffix == ".zst":
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True)  # noqa: SIM115
+        return io.TextIOWrapper(raw, encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _readable(path: str, key: str, suffixes: tuple[str, ...]) -> Path:
+    file = Path(path)
+    if not file.exists():
+        raise ConfigError(f"{key}: no such file {path}")
+    if not file.is_file():
+        raise ConfigError(f"{key}: {path} is a folder; give files ({', '.join(suffixes)})")
+    if not path.endswith(suffixes):
+        raise ConfigError(f"{key}: {path} has an unknown ending; allowed: {', '.join(suffixes)}")
+    if file.stat().st_size == 0:
+        raise ConfigError(f"{key}: {path} is empty")
+    return file
+
+
+def _lines(file: Path, key: str, limit: int | None) -> Iterator[tuple[int, str]]:
+    """(line number, line) of the non-blank lines, up to limit of them."""
+    seen = 0
+    try:
+        with _open_text(file) as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                yield number, line
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
+    except Exception as err:  # zstd, gzip, encoding and permission errors alike
+        raise ConfigError(f"{key}: {file} cannot be read ({str(err)[:120]})") from None
+    if seen == 0:
+        raise ConfigError(f"{key}: {file} has no documents (only blank lines)")
+
+
+def _row(file: Path, key: str, number: int, line: str, fields: tuple[str, ...]) -> dict:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"{key}: {file} line {number} is not JSON ({err.msg}, column {err.colno}); "
+            "one JSON object per line"
+        ) from None
+    absent = [f for f in fields if not isinstance(row, dict) or f not in row]
+    if absent:
+        raise ConfigError(f"{key}: {file} line {number} has no {absent[0]!r} field")
+    return row
+
+
+def check_jsonl(path: str, key: str, fields: tuple[str, ...]) -> None:
+    """A jsonl(.zst) file: readable, not empty, its first SAMPLE_LINES lines JSON objects with
+    these fields (SlimPajama: a "text" string)."""
+    file = _readable(path, key, (".jsonl", ".json", ".zst", ".gz"))
+    for number, line in _lines(file, key, SAMPLE_LINES):
+        row = _row(file, key, number, line, fields)
+        if "text" in fields and not isinstance(row["text"], str):
+            raise ConfigError(f"{key}: {file} line {number}: 'text' is not a string")
+
+
+def check_squad(path: str, key: str = "data.squad_files") -> None:
+    """A SQuAD 2.0 file: the official nested .json, a flat .jsonl, or .parquet with its
+    columns; each parsed whole."""
+    file = _readable(path, key, (".json", ".jsonl", ".parquet"))
+    if file.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            columns = set(pq.read_schema(file).names)
+        except Exception as err:  # noqa: BLE001 - pyarrow's errors: the file is no parquet
+            raise ConfigError(f"{key}: {file} is not a parquet file ({str(err)[:120]})") from None
+        absent = [c for c in SQUAD_KEYS if c not in columns]
+        if absent:
+            raise ConfigError(f"{key}: {file} has no {absent[0]!r} column")
+        return
+    if file.suffix == ".jsonl":
+        for number, line in _lines(file, key, None):
+            _row(file, key, number, line, SQUAD_KEYS)
+        return
+    from ssmax.data.squad import flatten_nested
+
+    try:
+        nested = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"{key}: {file} line {err.lineno} is not JSON ({err.msg}, column {err.colno})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{key}: {file} cannot be read ({str(err)[:120]})") from None
+    try:
+        flatten_nested(nested)
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise ConfigError(
+            f"{key}: {file} is JSON but not SQuAD 2.0's nested format ({type(err).__name__}: "
+            f'{str(err)[:80]}); expected {{"data": [{{"paragraphs": [{{"qas": ...}}]}}]}}'
+        ) from None

@@ -1,0 +1,20 @@
+"""A test hook for training faults, set as a real callback through the config:
+trainer.callbacks=[{_target_:tests.faults.PoisonAt,step:15}]."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+
+
+class PoisonAt(L.Callback):
+    """Before the optimizer step `step` + 1 (global_step == step), fill the token embedding
+    with NaN: that step's loss is NaN, as if training had diverged there."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: L.Trainer, lit: L.LightningModule, *_: object) -> None:
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                lit.model.tok_emb.weight.fill_(float("nan"))

@@ -1,0 +1,192 @@
+# ruff: noqa: E501  (the table of bad inputs: one case per line)
+"""Every mistake a new user can make (smoke preset, fresh output folders): one line on stderr
+naming the key or file, exit status 2, no traceback, and nothing written to the output folder.
+All fail at validation, before any work: run in process through the command lines' main(), and
+a few in a subprocess for the real exit status. A re-run with the mistake fixed therefore
+starts from an empty folder, as if the failure never happened."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ssmax.config import ConfigError
+from ssmax.model import ModelConfig, Transformer, VariantConfig
+from ssmax.pipeline.__main__ import main as pipeline_main
+
+SMOKE = ModelConfig(name="smoke", n_layers=2, n_heads=2, dim=32, ffn_dim=64, vocab_size=512)
+TINY = ModelConfig(name="tiny", n_layers=3, n_heads=4, dim=64, ffn_dim=168, vocab_size=512)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Bad input files of every kind, and one good checkpoint to damage."""
+    d = tmp_path_factory.mktemp("bad_inputs")
+    (d / "text.txt").write_text("hello\n")
+    torch.save(Transformer(SMOKE, VariantConfig(), 64).state_dict(), d / "smoke.pt")
+    good = (d / "smoke.pt").read_bytes()
+    (d / "truncated.pt").write_bytes(good[: len(good) // 2])
+    torch.save(Transformer(TINY, VariantConfig(), 64).state_dict(), d / "tiny.pt")
+    (d / "folder.pt").mkdir()
+    (d / "empty.jsonl").write_text("")
+    docs = [json.dumps({"text": f"document {i} " + "word " * 40}) for i in range(50)]
+    (d / "bad.jsonl").write_text("\n".join([*docs, "{not json"]) + "\n")
+    (d / "notext.jsonl").write_text(json.dumps({"content": "no text field"}) + "\n")
+    (d / "bad_squad.json").write_text('{"data": [\n  {"title": "x", ')
+    (d / "bad_squad.jsonl").write_text('{"id": "1", "context": "c", "question": "q", '
+                                       '"answers": {"text": [], "answer_start": []}}\nnope\n')  # fmt: skip
+    (d / "flat_squad.json").write_text(json.dumps({"data": [{"title": "t"}]}))
+    (d / "a_file").write_text("")
+    return d
+
+
+SQUAD = "data.sft_source=squad_v2"
+SLIM = "data.source=slimpajama"
+NOFACTS = "data.facts.fraction=0"  # facts are planted in indexed rows, not in a stream
+# (id, overrides of `python -m ssmax.pipeline run`, what the line must say); {d}: the files
+CASES = [
+    ("lr-not-a-number", ["trainer.pretrain.lr=abc"], "trainer.pretrain.lr='abc' has the wrong type; allowed: a number > 0"),
+    ("lr-negative", ["trainer.pretrain.lr=-1"], "trainer.pretrain.lr=-1.0 must be > 0"),
+    ("batch-zero", ["trainer.pretrain.batch_size=0"], "trainer.pretrain.batch_size=0 must be > 0"),
+    ("seq-len-zero", ["data.seq_len=0"], "data.seq_len=0 must be > 0"),
+    ("steps-float", ["trainer.pretrain.max_steps=1.5"], "trainer.pretrain.max_steps='1.5' has the wrong type"),
+    ("seed-negative", ["seed=-1"], "seed=-1 must be >= 0"),
+    ("seed-too-large", ["seed=4294967296"], "seed=4294967296 must be <= 4294967295"),
+    ("seed-not-a-number", ["seed=abc"], "seed='abc' has the wrong type"),
+    ("seeds-negative", ["pipeline.seeds=[0,-1]"], "pipeline.seeds[1]=-1 must be >= 0"),
+    ("seeds-empty", ["pipeline.seeds=[]"], "pipeline.seeds=[] must have at least 1 item"),
+    ("variants-empty", ["pipeline.variants=[]"], "pipeline.variants=[] must have at least 1 item"),
+    ("variants-unknown", ["pipeline.variants=[zzz]"], "pipeline.variants: unknown ['zzz']"),
+    ("variant-unknown", ["variant=zzz"], "variant='zzz' is unknown"),
+    ("preset-unknown", ["preset=zzz"], "preset='zzz' is unknown; allowed: paper, smoke, tiny"),
+    ("objective-unknown", ["objective=bogus"], "objective='bogus'; allowed"),
+    ("key-misspelled", ["trainer.pretrain.lrr=1"], "trainer.pretrain.lrr is not a config key; nearest: trainer.pretrain.lr"),
+    ("profile-unknown", ["executor=slurm", "executor/slurm/profile=zzz"], "executor/slurm/profile='zzz' is unknown; allowed: gpu8, local"),
+    ("betas-out-of-range", ["trainer.pretrain.betas=[2,0.9]"], "trainer.pretrain.betas[0]=2.0 must be < 1"),
+    ("betas-one-item", ["trainer.sft.betas=[0.9]"], "trainer.sft.betas=[0.9] must have 2 items"),
+    ("fraction-over-one", ["data.val_fraction=1.5"], "data.val_fraction=1.5 must be < 1.0"),
+    ("depth-over-one", ["eval.niah.depths=[0.5,1.5]"], "eval.niah.depths[1]=1.5 must be <= 1"),
+    ("digits-reversed", ["data.facts.digits=[8,4]"], "data.facts.digits=[8, 4] must be [lo, hi], 1 <= lo <= hi"),
+    ("facts-in-a-stream", [SLIM, "data.slimpajama_files=[{d}/bad.jsonl]"], "data.facts.fraction=0.5 plants facts in indexed rows (data.source=embedded or data.shards_dir), not in the data.source=slimpajama stream"),
+    ("words-min-over-max", ["data.sft_context_words_min=90"], "data.sft_context_words_min=90 must be <= data.sft_context_words_max=70"),
+    ("switch-fraction", ["pipeline.switch_fraction=2"], "pipeline.switch_fraction=2.0 must be < 1"),
+    ("accelerator-unknown", ["trainer.accelerator=tpuu"], "trainer.accelerator='tpuu'; allowed"),
+    ("precision-unknown", ["trainer.precision=fp8"], "trainer.precision='fp8'; allowed"),
+    ("override-unquoted", ["+pipeline.overrides.a_softmax=[trainer.pretrain.lr=abc]"], "'+pipeline.overrides.a_softmax=[trainer.pretrain.lr=abc]' is not a valid override (no viable alternative at input '[trainer.pretrain.lr='): quote a value"),
+    ("override-bad-key", ["+pipeline.overrides.a_softmax=['trainer.pretrain.lrr=1']"], "trainer.pretrain.lrr is not a config key"),
+    ("init-missing", ["init_from=/nonexistent/model.pt"], "init_from=/nonexistent/model.pt: no such file"),
+    ("init-text", ["init_from={d}/text.txt"], "init_from={d}/text.txt does not load as a PyTorch checkpoint"),
+    ("init-truncated", ["init_from={d}/truncated.pt"], "init_from={d}/truncated.pt does not load as a PyTorch checkpoint"),
+    ("init-folder", ["init_from={d}/folder.pt"], "init_from={d}/folder.pt is a folder"),
+    ("init-other-size", ["init_from={d}/tiny.pt"], "init_from={d}/tiny.pt does not fit the model: tok_emb.weight is [512, 64] there, [512, 32] here (the checkpoint: vocab 512, dim 64, 3 layers, ffn_dim 168; model=smoke: vocab 512, dim 32, 2 layers, ffn_dim 64; set model= or preset="),
+    ("slimpajama-missing", [SLIM, NOFACTS, "data.slimpajama_files=[/nonexistent/x.jsonl]"], "data.slimpajama_files: no such file /nonexistent/x.jsonl"),
+    ("slimpajama-empty", [SLIM, NOFACTS, "data.slimpajama_files=[{d}/empty.jsonl]"], "data.slimpajama_files: {d}/empty.jsonl is empty"),
+    ("slimpajama-malformed", [SLIM, NOFACTS, "data.slimpajama_files=[{d}/bad.jsonl]"], "data.slimpajama_files: {d}/bad.jsonl line 51 is not JSON"),
+    ("slimpajama-no-text", [SLIM, NOFACTS, "data.slimpajama_files={{train:[{d}/notext.jsonl]}}"], "data.slimpajama_files: {d}/notext.jsonl line 1 has no 'text' field"),
+    ("squad-malformed-json", [SQUAD, "data.squad_files=[{d}/bad_squad.json]"], "data.squad_files: {d}/bad_squad.json line 2 is not JSON"),
+    ("squad-malformed-jsonl", [SQUAD, "data.squad_files=[{d}/bad_squad.jsonl]"], "data.squad_files: {d}/bad_squad.jsonl line 2 is not JSON"),
+    ("squad-not-nested", [SQUAD, "data.squad_files=[{d}/flat_squad.json]"], "data.squad_files: {d}/flat_squad.json is JSON but not SQuAD 2.0's nested format"),
+    ("squad-missing", [SQUAD, "data.squad_files=[/nonexistent/s.json]"], "data.squad_files: no such file /nonexistent/s.json"),
+    ("shards-missing", ["data.shards_dir=/nonexistent/shards"], "data.shards_dir=/nonexistent/shards holds no manifest.json"),
+    ("output-dir-is-a-file", ["paths.output_dir={d}/a_file/out"], "paths.output_dir={d}/a_file/out: {d}/a_file is a file, not a folder"),
+    ("output-dir-unwritable", ["paths.output_dir=/proc/ssmax-out"], "paths.output_dir=/proc/ssmax-out cannot be written"),
+    ("option-unknown", ["--wiat"], "option '--wiat' is unknown; allowed: --wait"),
+]  # fmt: skip
+
+
+def run_in_process(
+    args: list[str], out: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[str]]:
+    base = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={cache}"]
+    base = [b for b in base if not any(a.startswith(b.split("=")[0] + "=") for a in args)]
+    capsys.readouterr()
+    status = pipeline_main(["run", *base, *args])
+    err = capsys.readouterr().err
+    return status, [line for line in err.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize(("args", "says"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
+    args: list[str], says: str, files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("PATH", "/nonexistent")  # no SLURM here, whatever the machine has
+    out = tmp_path / "out"
+    args = [a.format(d=files) for a in args]
+    status, lines = run_in_process(args, out, tmp_path / "cache", capsys)
+    assert status == 2
+    assert lines == [f"error: {lines[0].removeprefix('error: ')}"] and len(lines) == 1, lines
+    assert says.format(d=files) in lines[0]
+    assert "Traceback" not in lines[0]
+    assert not out.exists()  # no node, run or MLflow store that a later run could take up
+    assert not (tmp_path / "cache").exists()
+
+
+def test_slurm_that_is_not_there_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no sbatch here
+    out = tmp_path / "out"
+    args = ["executor=slurm", "pipeline.variants=[a_softmax]"]
+    status, lines = run_in_process(args, out, tmp_path / "cache", capsys)
+    assert status == 2 and len(lines) == 1
+    assert lines[0].startswith("error: executor=slurm: SLURM is not installed here (no sbatch)")
+    assert not out.exists()
+
+
+def test_debug_switch_shows_the_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSMAX_DEBUG", "1")
+    with pytest.raises(ConfigError, match="seed=-1 must be >= 0"):
+        pipeline_main(["plan", "preset=smoke", f"paths.output_dir={tmp_path}", "seed=-1"])
+
+
+def entry(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "says"),
+    [
+        ("ssmax.pipeline", ["run", "trainer.pretrain.lr=abc"], "trainer.pretrain.lr='abc'"),
+        ("ssmax.train", ["init_from={d}/truncated.pt"], "does not load as a PyTorch checkpoint"),
+        ("ssmax.train", [SLIM, NOFACTS, "data.slimpajama_files=[{d}/bad.jsonl]"], "line 51 is not JSON"),
+        ("ssmax.train", ["objective=sft", SQUAD, "init_from={d}/smoke.pt",
+                         "data.squad_files=[{d}/bad_squad.json]"], "line 2 is not JSON"),
+    ],
+    ids=["pipeline-type", "train-checkpoint", "train-slimpajama", "train-squad"],
+)  # fmt: skip
+def test_entry_points_exit_2_with_one_line(
+    module: str, args: list[str], says: str, files: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = [a.format(d=files) for a in args]
+    command = args[:1] if args[0] == "run" else []  # the pipeline's command comes first
+    done = entry(module, *command, "preset=smoke", f"paths.output_dir={out}", *args[len(command) :])
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+    assert not out.exists()
+
+
+def test_mlflow_ui_on_a_busy_port_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ssmax.report.ui import main as ui_main
+
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert ui_main(["--output-dir", str(tmp_path), "--port", str(port)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"--port {port} on 127.0.0.1 is in use" in lines[0]
+    assert "make mlflow-ui PORT=" in lines[0]

@@ -1,0 +1,99 @@
+"""Concurrent invocations: one pipeline run per output folder (a second says who holds it, or
+waits with --wait and then finds the work cached: no node runs twice), `status` reads while a
+run goes on, and the MLflow store is created once when several processes open it at once."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.lock import BUSY, lock_path, pipeline_lock
+from tests.conftest import make_cfg
+
+
+def test_second_run_says_who_holds_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["run", "preset=smoke", f"paths.output_dir={tmp_path}"]
+    with pipeline_lock(tmp_path, command="python -m ssmax.pipeline run (the first)"):
+        assert json.loads(lock_path(tmp_path).read_text())["pid"] > 0
+        capsys.readouterr()
+        assert main(args) == BUSY
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"busy: {tmp_path} is in use by pid ")
+    assert "(python -m ssmax.pipeline run (the first))" in lines[0] and "--wait" in lines[0]
+    assert lock_path(tmp_path).read_text() == ""  # released: nobody holds it
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "pipeline" / "nodes").exists()
+
+
+def _open_store(out: str, barrier: object) -> None:
+    from ssmax.tracking import ensure_experiment
+
+    cfg = make_cfg("preset=smoke", f"paths.output_dir={out}")
+    barrier.wait()  # type: ignore[attr-defined]
+    ensure_experiment(cfg)
+
+
+def test_store_is_created_once_by_concurrent_processes(tmp_path: Path) -> None:
+    """Before the lock, the second process to create a new store failed with
+    sqlite3.OperationalError: duplicate column name: step."""
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(3)
+    procs = [context.Process(target=_open_store, args=(str(tmp_path), barrier)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert [e.name for e in client.search_experiments()].count("ssmax-repro") == 1
+
+
+@pytest.mark.slow
+def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache: Path) -> None:
+    settings = ["preset=smoke", "pipeline.variants=[pn_rationale]", f"paths.output_dir={tmp_path}",
+                f"paths.cache_dir={shared_cache}", "trainer.pretrain.max_steps=100"]  # fmt: skip
+    command = [sys.executable, "-m", "ssmax.pipeline"]
+    first = subprocess.Popen([*command, "run", *settings], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        lock_path(tmp_path).exists() and lock_path(tmp_path).read_text()
+    ):
+        time.sleep(0.1)
+    assert json.loads(lock_path(tmp_path).read_text())["pid"] == first.pid
+    third = subprocess.Popen([*command, "run", *settings, "--wait"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    second = subprocess.run([*command, "run", *settings], capture_output=True, text=True)
+    assert second.returncode == BUSY
+    assert second.stderr.strip().splitlines() == [
+        line for line in second.stderr.splitlines() if line.startswith(f"busy: {tmp_path}")
+    ]  # one line
+    assert f"pid {first.pid}" in second.stderr
+    status = subprocess.run([*command, "status", *settings], capture_output=True, text=True)
+    assert status.returncode == 0 and "nodes:" in status.stdout  # reads while the run goes on
+    out, err = first.communicate(timeout=600)
+    third_out, third_err = third.communicate(timeout=600)
+    assert first.returncode == 0, err[-2000:]
+    assert third.returncode == 0, third_err[-2000:]
+    assert f"waiting for pid {first.pid}" in third_out
+    nodes = out.count("done    ")
+    assert nodes > 0 and f"{nodes} nodes: {nodes} cached" in third_out  # nothing twice
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")  # the store is intact
+    experiment = client.get_experiment_by_name("ssmax-repro")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    worked = [r for r in runs if "node" in r.data.tags and "cached" not in r.data.tags]
+    names = [r.data.tags["node"] for r in worked]
+    assert len(names) == len(set(names)) == nodes  # each node ran once
+    pipelines = [r for r in runs if r.data.tags.get("kind") == "pipeline"]
+    assert sorted(r.info.status for r in pipelines) == ["FINISHED", "FINISHED"]
