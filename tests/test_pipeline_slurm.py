@@ -126,8 +126,15 @@ def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, c
     assert main(["status", *smoke_dag["overrides"]]) == 0
     out = capsys.readouterr().out
     assert "nothing to submit" in out and f"{NODES} nodes: {NODES} done" in out
-    runs = {r.data.tags.get("executor"): r.info.status for r in parent_runs(smoke_dag["overrides"])}
-    assert runs["slurm"] == "FINISHED"  # closed by the closing job
+    # The first invocation's run is closed by its closing job, which may still be ending after
+    # `--wait` returned (that waits for the nodes' jobs): give it a minute.
+    end = time.monotonic() + 60
+    while True:
+        runs = [r.info.status for r in parent_runs(smoke_dag["overrides"])]
+        if runs and all(s == "FINISHED" for s in runs) or time.monotonic() > end:
+            break
+        time.sleep(1)
+    assert runs and set(runs) == {"FINISHED"}
 
 
 def test_status_without_slurm_shows_what_is_on_disk(
