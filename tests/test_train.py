@@ -8,9 +8,10 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from ssmax.inputs import read_weights
 from ssmax.model import inv_mean_log_n
 from ssmax.tracking import tracking_uri
-from ssmax.training import load_weights, train
+from ssmax.training import train
 from tests.conftest import make_cfg
 
 SCRATCH = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]
@@ -87,8 +88,8 @@ def test_swap_after_pretrain_converts_without_training(
         f"init_from={softmax_weights}",
         "trainer.pretrain.max_steps=0",
     )
-    swapped = load_weights(train(cfg).weights)
-    original = load_weights(softmax_weights)
+    swapped = read_weights(train(cfg).weights)
+    original = read_weights(softmax_weights)
     assert all(torch.equal(swapped[k], v) for k, v in original.items())
     assert torch.allclose(swapped["layers.0.attn.s"], torch.tensor(inv_mean_log_n(64)))
     _, run = run_of(cfg, "e_swap_after_pretrain")
@@ -107,7 +108,7 @@ def test_switch_during_pretrain_trains_from_softmax_checkpoint(
         "trainer.pretrain.max_steps=6",
         "trainer.pretrain.warmup_steps=4",
     )
-    switched = load_weights(train(cfg).weights)
+    switched = read_weights(train(cfg).weights)
     s = switched["layers.1.attn.s"]
     assert not torch.allclose(s, torch.tensor(inv_mean_log_n(64)))  # s was trained
     client, run = run_of(cfg, "f_switch_during_pretrain")

@@ -54,12 +54,6 @@ def precision(setting: str) -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
-def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.');
-    a file that is none is a ConfigError naming it (ssmax.inputs.read_weights)."""
-    return read_weights(path)
-
-
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     if cfg.objective == "sft":
         from ssmax.data.sft import SFTDataModule

@@ -218,12 +218,13 @@ class ParentRun:
         if self._id is None:
             from datetime import datetime
 
-            from ssmax.tracking import git_commit, start_pipeline_run
+            from ssmax.tracking import start_pipeline_run
 
             cfg = self.cfg
             name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
+            # start_pipeline_run adds the source tags (the git commit)
             tags = {"kind": "pipeline", "preset": str(cfg.preset.name),
-                    "git_commit": git_commit(), "executor": str(cfg.executor.kind)}  # fmt: skip
+                    "executor": str(cfg.executor.kind)}  # fmt: skip
             self._id = start_pipeline_run(cfg, name, tags)
         return self._id
 

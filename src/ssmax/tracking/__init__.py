@@ -95,15 +95,19 @@ def git_commit() -> str:
     return out.stdout.strip() or "unknown"
 
 
+def source_tags() -> dict[str, str]:
+    """The code a run ran: the commit, also as MLflow's own tag (the UI's "Source" version)."""
+    commit = git_commit()
+    return {"git_commit": commit, "mlflow.source.git.commit": commit, "mlflow.source.type": "LOCAL"}
+
+
 def run_tags(cfg: DictConfig) -> dict[str, str]:
     return {
         "variant": str(cfg.variant.name),
         "preset": str(cfg.preset.name),
         "objective": str(cfg.objective),
         "seed": str(cfg.seed),
-        "git_commit": git_commit(),
-        "mlflow.source.git.commit": git_commit(),  # the UI's "Source" version
-        "mlflow.source.type": "LOCAL",
+        **source_tags(),
     }
 
 
@@ -127,7 +131,7 @@ def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> str:
     """The parent run of one pipeline invocation; its config is logged as for any run."""
     experiment = ensure_experiment(cfg)
     client = _client(cfg)
-    tags = {"mlflow.source.git.commit": git_commit(), "mlflow.source.type": "LOCAL"} | tags
+    tags = source_tags() | tags
     run = client.create_run(experiment, run_name=name, tags=tags)
     log_config(client, run.info.run_id, cfg)
     return run.info.run_id
