@@ -3,7 +3,6 @@ the resolved config, the data each training run reads as its dataset inputs (dat
 
 from __future__ import annotations
 
-import fcntl
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+from ssmax.io import exclusive
 
 # Volatile values: they change between a run and its resume, and MLflow refuses a changed
 # param on an existing run. They go to tags or the YAML artifact instead.
@@ -39,14 +40,8 @@ def store_lock(uri: str) -> Iterator[None]:
     if not uri.startswith("sqlite:///"):
         yield
         return
-    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with exclusive(uri.removeprefix("sqlite:///") + ".lock"):
+        yield
 
 
 def ensure_experiment(cfg: DictConfig) -> str:

@@ -3,7 +3,6 @@ node, <output_dir>/pipeline/slurm_jobs.json) and the `status` command's table.""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from ssmax.config import ConfigError
-from ssmax.io import atomic_write_json
+from ssmax.io import atomic_write_json, exclusive
 
 if TYPE_CHECKING:
     from ssmax.pipeline.run import NodeJob
@@ -84,9 +83,7 @@ def _locked_book(cfg: DictConfig) -> Iterator[dict[str, Any]]:
     """The book, read under an exclusive lock (two clients must not both submit a node) and
     written back atomically when the block ends."""
     path = book_path(cfg)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(path.with_suffix(".lock")):
         book = read_book(cfg)
         yield book
         atomic_write_json(path, book, indent=2, sort_keys=True)
