@@ -62,7 +62,8 @@ def run_slurm(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     if not cfg.executor.wait:
         by_name = {s.name: s.state for s in sub.statuses}
         return {j.name: "queued" if j.name in sub.submitted else by_name[j.name] for j in jobs}
-    statuses = wait(cfg, jobs, ids, log, sub.closer)
+    closers = [*([sub.closer] if sub.closer else []), *sub.earlier_closers]
+    statuses = wait(cfg, jobs, ids, log, closers)
     for s in statuses:
         if s.state == "failed":
             log(f"FAILED  {s.name} (job {s.job_id}, {s.slurm_state}); log {s.log}:\n"

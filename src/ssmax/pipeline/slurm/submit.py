@@ -4,8 +4,8 @@ a closing job that ends the MLflow parent run, and waiting for them."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +61,7 @@ class Submission:
     adopted: dict[str, str]  # node name -> job id already queued/running
     parent_run_id: str | None = None
     closer: str | None = None  # the job that closes the MLflow parent run
+    earlier_closers: list[str] = field(default_factory=list)  # of the adopted jobs' runs
 
 
 def submit(
@@ -75,7 +76,7 @@ def submit(
         adopted = {s.name: s.job_id for s in statuses if s.active and s.job_id}
         todo = [j for j in jobs if by_name[j.name].state not in ("cached", "done", "queued",
                                                                  "running")]  # fmt: skip
-        sub = Submission(statuses, {}, adopted)
+        sub = Submission(statuses, {}, adopted, earlier_closers=_closers(book, jobs, adopted))
         if not todo:
             return sub
         # A dependant left pending on a failed input (a site without kill_on_invalid_dep)
@@ -121,6 +122,13 @@ def submit(
     return sub
 
 
+def _closers(book: dict[str, Any], jobs: list[NodeJob], adopted: dict[str, str]) -> list[str]:
+    """The closing jobs of the earlier invocations whose node jobs are adopted: waiting for
+    those nodes means waiting for their MLflow runs to be closed too."""
+    runs = {book["nodes"][_key(j)].get("parent_run_id") for j in jobs if j.name in adopted}
+    return sorted({book["runs"][r]["closer_job"] for r in runs if r in book["runs"]})
+
+
 def _snapshot_setup(cfg: DictConfig) -> list[str]:
     """With executor.snapshot, the jobs import a copy of the code as it is now (see
     ssmax.pipeline.snapshot), not the checkout as it will be when they start."""
@@ -163,10 +171,10 @@ def close_run(cfg_yaml: str, parent_run_id: str, jobs: list[NodeJob], submitted:
 
 
 def wait(
-    cfg: DictConfig, jobs: list[NodeJob], ids: list[str], log: Log, closer: str | None = None
+    cfg: DictConfig, jobs: list[NodeJob], ids: list[str], log: Log, closers: Sequence[str] = ()
 ) -> list[NodeStatus]:
-    """Poll SLURM until no node job in ids (nor the closing job) is queued or running; log each
-    node as it ends."""
+    """Poll SLURM until no node job in ids (nor a closing job: the MLflow runs are closed when
+    this returns) is queued or running; log each node as it ends."""
     poll = float(cfg.executor.poll_s)
     reported: set[str] = set()
     while True:
@@ -175,7 +183,7 @@ def wait(
             if s.job_id in ids and not s.active and s.name not in reported:
                 reported.add(s.name)
                 log(f"{s.state:<8} {s.name} (job {s.job_id}, {s.slurm_state or 'gone'})")
-        closing = closer and query_states([closer]).get(closer, ("",))[0] in ACTIVE
+        closing = any(st in ACTIVE for st, _ in query_states(list(closers)).values())
         if not closing and not any(s.active and s.job_id in ids for s in statuses):
             return statuses
         time.sleep(poll)
