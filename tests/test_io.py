@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,6 @@ from ssmax.io import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
-    exclusive,
 )
 
 
@@ -53,26 +50,3 @@ def test_atomic_dir_appears_whole_or_not_at_all(tmp_path: Path) -> None:
         (tmp / "f").write_text("1")
         raise RuntimeError("interrupted")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-
-
-def _hold(lock: Path, log: Path, held: Path) -> None:
-    with exclusive(lock):
-        held.touch()
-        time.sleep(0.5)
-        with open(log, "a") as f:
-            f.write("holder done\n")
-
-
-def test_exclusive_waits_for_the_holder_in_another_process(tmp_path: Path) -> None:
-    lock, log, held = tmp_path / "sub" / "x.lock", tmp_path / "log", tmp_path / "held"
-    holder = multiprocessing.get_context("spawn").Process(target=_hold, args=(lock, log, held))
-    holder.start()
-    deadline = time.monotonic() + 60
-    while not held.exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert held.exists()
-    # blocks until the holder has written its line and let go
-    with exclusive(lock), open(log, "a") as f:
-        f.write("second\n")
-    holder.join(60)
-    assert log.read_text().splitlines() == ["holder done", "second"]

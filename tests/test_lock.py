@@ -1,6 +1,7 @@
 """Concurrent invocations: one pipeline run per output folder (a second says who holds it, or
 waits with --wait and then finds the work cached: no node runs twice), `status` reads while a
-run goes on, and the MLflow store is created once when several processes open it at once."""
+run goes on, the MLflow store is created once when several processes open it at once, and
+the blocking lock (ssmax.locks.exclusive) waits for its holder."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from ssmax.locks import exclusive
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.lock import BUSY, lock_path, pipeline_lock
 from tests.conftest import make_cfg
@@ -97,3 +99,26 @@ def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache:
     assert len(names) == len(set(names)) == nodes  # each node ran once
     pipelines = [r for r in runs if r.data.tags.get("kind") == "pipeline"]
     assert sorted(r.info.status for r in pipelines) == ["FINISHED", "FINISHED"]
+
+
+def _hold(lock: Path, log: Path, held: Path) -> None:
+    with exclusive(lock):
+        held.touch()
+        time.sleep(0.5)
+        with open(log, "a") as f:
+            f.write("holder done\n")
+
+
+def test_exclusive_waits_for_the_holder_in_another_process(tmp_path: Path) -> None:
+    lock, log, held = tmp_path / "sub" / "x.lock", tmp_path / "log", tmp_path / "held"
+    holder = multiprocessing.get_context("spawn").Process(target=_hold, args=(lock, log, held))
+    holder.start()
+    deadline = time.monotonic() + 60
+    while not held.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert held.exists()
+    # blocks until the holder has written its line and let go
+    with exclusive(lock), open(log, "a") as f:
+        f.write("second\n")
+    holder.join(60)
+    assert log.read_text().splitlines() == ["holder done", "second"]

@@ -1,5 +1,4 @@
-"""Atomic writes: every file and folder the project writes appears whole or not at all; and
-the one blocking file lock (`exclusive`) for read-modify-write of shared files.
+"""Atomic writes: every file and folder the project writes appears whole or not at all.
 
 A file is written to a temporary name in the same folder (same filesystem), flushed and
 fsync'ed, then renamed over the target with os.replace; a reader (another rank, a job, the
@@ -9,7 +8,6 @@ temporary name and renamed into place the same way.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -96,18 +94,3 @@ def set_aside(path: str | Path, tag: str) -> Path:
     aside = path.with_name(f"{path.name}.{tag}-{int(time.time())}")
     os.replace(path, aside)
     return aside
-
-
-@contextmanager
-def exclusive(lock: str | Path) -> Iterator[None]:
-    """Hold an exclusive flock on the file `lock` (created if missing) for the body: one
-    process at a time, across processes and hosts sharing the filesystem. The kernel releases
-    it however the holder exits, so it is never stale."""
-    lock = Path(lock)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.io import exclusive
+from ssmax.locks import exclusive
 
 # Volatile values: they change between a run and its resume, and MLflow refuses a changed
 # param on an existing run. They go to tags or the YAML artifact instead.

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig
 
 from ssmax.config import ConfigError
-from ssmax.io import atomic_write_json, exclusive
+from ssmax.io import atomic_write_json
+from ssmax.locks import exclusive
 
 if TYPE_CHECKING:
     from ssmax.pipeline.run import NodeJob
