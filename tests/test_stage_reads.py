@@ -4,7 +4,10 @@ undeclared key fails here instead of escaping the node's fingerprint."""
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError
 
 from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.code import NO_RESULT, PACKAGE, module_file, stage_code
 from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import only_keys, plan, stage_spec
 from ssmax.tracking import tracking_uri
@@ -29,8 +33,38 @@ def test_only_keys_keeps_declared_and_refuses_the_rest() -> None:
 @pytest.mark.parametrize("name", available())
 def test_every_declared_stage_has_a_spec(name: str) -> None:
     for module in load(name).stages.values():
-        spec = stage_spec(module)
-        assert spec.reads and spec.code
+        assert stage_spec(module).reads and f"stages/{module}.py" in stage_code(module)
+
+
+def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> None:
+    report, pretrain, rope = stage_code("report"), stage_code("pretrain"), stage_code("rope")
+    # function-level imports (the report's build, training's data modules) are followed
+    assert {"report/claims.py", "report/render.py", "variants.py"} <= set(report)
+    assert {"training.py", "model/attention.py", "data/lm.py", "data/needle.py",
+            "lit/module.py", "config.py"} <= set(pretrain)  # fmt: skip
+    # logging, locks, atomic writes, input checks: a change there keeps every cached result
+    for code in (report, pretrain, rope):
+        assert not [f for f in code if f.startswith(("tracking/", "pipeline/")) or f in
+                    ("io.py", "locks.py", "inputs.py", "schema_rules.py")]  # fmt: skip
+    assert not [f for f in pretrain if f.startswith(("evals/", "report/"))]
+    assert "stages/common.py" not in rope  # imported under TYPE_CHECKING only
+
+
+_LOADED = """import sys, ssmax.stages.{0}
+print(sorted(m for m in sys.modules if m.startswith("ssmax.")))"""
+
+
+@pytest.mark.parametrize("module", ["pretrain", "eval_niah", "report"])
+def test_stage_code_holds_every_module_an_import_loads(module: str) -> None:
+    # What importing the stage really loads (module level; the AST also follows function-level
+    # imports) is in its code, unless it shapes no result (ssmax.pipeline.code.NO_RESULT).
+    out = subprocess.run([sys.executable, "-c", _LOADED.format(module)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    loaded = {module_file(m) for m in ast.literal_eval(out)} - {None}
+    files = {f.relative_to(PACKAGE).as_posix() for f in loaded}
+    kept = {f for f in files if not f.startswith(tuple(p.rstrip("/") + "/" for p in NO_RESULT))
+            and f not in NO_RESULT}  # fmt: skip
+    assert kept - set(stage_code(module)) == set()
 
 
 @pytest.mark.slow

@@ -25,8 +25,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ssmax.data.needle import CITIES, NEEDLE
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.haystack import CITIES, NEEDLE
 from ssmax.schema import FactsConfig
 
 # The needle's words, which no planted template may contain: the eval's phrasing stays unseen.

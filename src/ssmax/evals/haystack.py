@@ -11,7 +11,8 @@ test), asked for in the SFT prompt format. Choices where the paper is silent:
   order, fresh text for each sample. The needle goes at a sentence start within ``snap`` (a
   fraction of the haystack) of the requested depth, else at the nearest word start. Depth is
   haystack tokens before the needle / haystack tokens (``NeedleSample.needle_depth``).
-- Cities: 100 distinct world cities; numbers uniform over 7 digits, first digit non-zero.
+- Cities: 100 distinct world cities (ssmax.data.needle); numbers uniform over 7 digits, first
+  digit non-zero.
 """
 
 from __future__ import annotations
@@ -21,28 +22,12 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ssmax.data.needle import CITIES, NEEDLE, QUESTION
 from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.spans import char_to_token
 
-NEEDLE = "The special magic {city} number is: {number}."
-QUESTION = "What is the special magic {city} number?"
 ANSWER_TOKENS = 8  # " " + 7 digits is 8 bytes: <= 8 tokens under any byte-level BPE
-CITIES = (
-    "Tokyo", "Delhi", "Shanghai", "Sao Paulo", "Mexico City", "Cairo", "Mumbai", "Beijing",
-    "Dhaka", "Osaka", "New York", "Karachi", "Buenos Aires", "Chongqing", "Istanbul", "Kolkata",
-    "Manila", "Lagos", "Rio de Janeiro", "Tianjin", "Kinshasa", "Guangzhou", "Los Angeles",
-    "Moscow", "Shenzhen", "Lahore", "Bangalore", "Paris", "Bogota", "Jakarta", "Chennai", "Lima",
-    "Bangkok", "Seoul", "Nagoya", "Hyderabad", "London", "Tehran", "Chicago", "Chengdu", "Nanjing",
-    "Wuhan", "Ho Chi Minh City", "Luanda", "Ahmedabad", "Kuala Lumpur", "Hong Kong", "Hangzhou",
-    "Riyadh", "Santiago", "Madrid", "Baghdad", "Toronto", "Surat", "Pune", "Houston", "Dallas",
-    "Khartoum", "Singapore", "Barcelona", "Saint Petersburg", "Philadelphia", "Atlanta",
-    "Yangon", "Alexandria", "Abidjan", "Guadalajara", "Ankara", "Melbourne", "Sydney", "Miami",
-    "Nairobi", "Johannesburg", "Cape Town", "Berlin", "Rome", "Athens", "Lisbon", "Vienna",
-    "Warsaw", "Prague", "Budapest", "Stockholm", "Oslo", "Copenhagen", "Helsinki", "Dublin",
-    "Amsterdam", "Brussels", "Zurich", "Montreal", "Vancouver", "Boston", "Seattle", "Havana",
-    "Casablanca", "Accra", "Addis Ababa", "Dubai", "Auckland",
-)  # fmt: skip
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """A node's fingerprint: what its result depends on, hashed.
 
 It covers the config keys the stage declares it reads (its SPEC; not logging or progress
-settings), the fingerprints of its inputs, the source code of the modules the stage runs, and
-the data manifest. Same fingerprint, same result: the node is skipped.
+settings), the fingerprints of its inputs, the source code of the modules the stage runs
+(derived from its imports: ssmax.pipeline.code), and the data manifest. Same fingerprint,
+same result: the node is skipped.
 """
 
 from __future__ import annotations
@@ -10,17 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cache
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.pipeline.code import PACKAGE, stage_code
 from ssmax.stages.spec import StageSpec
 
 SFT_KEYS = ("sft_", "squad_files", "hf_squad")
 # where data lives and how it is read; the shards' content counts instead (training_data)
 LOCAL_DATA_KEYS = ("cache_dir", "num_workers", "shards_dir", "prepare_num_proc",
                    "prepare_files_per_shard")  # fmt: skip
-PACKAGE = Path(__file__).resolve().parents[1]
 FACTS = "facts"  # a variant's facts: a stage that acts on one declares it (variant.facts.<key>)
 
 
@@ -78,14 +78,17 @@ def training_data(cfg: DictConfig) -> dict[str, object]:
     return {}
 
 
-def fingerprint(stage: str, spec: StageSpec, cfg: DictConfig, input_fingerprints: list[str]) -> str:
-    """The node's fingerprint from what its stage declares (ssmax.stages.spec.StageSpec)."""
+def fingerprint(
+    stage: str, module: str, spec: StageSpec, cfg: DictConfig, input_fingerprints: list[str]
+) -> str:
+    """The node's fingerprint from what its stage module (ssmax.stages.<module>) declares
+    (its SPEC) and runs (its code)."""
     keys = spec.reads
     payload = {
         "stage": stage,
         "config": select(cfg, keys),
         "inputs": input_fingerprints,
-        "code": code_hash(spec.code),
+        "code": code_hash(stage_code(module)),
         "data": data_manifest(cfg) if any(k.startswith("data") for k in keys) else None,
     }
     if spec.trains and "data:lm" in keys:  # pretraining: the shards it reads

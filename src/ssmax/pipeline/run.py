@@ -124,7 +124,7 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
 
 def _job(node: Node, module: str, cfg: DictConfig, upstream: dict[str, NodeJob]) -> NodeJob:
     spec = stage_spec(module)
-    fp = fingerprint(node.stage, spec, cfg, [upstream[i].fingerprint for i in node.inputs])
+    fp = fingerprint(node.stage, module, spec, cfg, [upstream[i].fingerprint for i in node.inputs])
     directory = node_dir(cfg.paths.output_dir, node.name, fp)
     return NodeJob(
         name=node.name, stage=node.stage, module=module, trains=spec.trains,

@@ -18,12 +18,11 @@ from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.common import scaled_rope_theta
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.stages.common import StageContext, load_model
-from ssmax.stages.spec import EVAL_CODE, StageSpec
+from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics
 
 SPEC = StageSpec(
     reads=("seed", "data:lm", "eval.loss"),
-    code=(*EVAL_CODE, "stages/eval_loss.py"),
     uses=("model", "variant", "data", "trainer.accelerator"),  # the model: the input's fingerprint
 )
 

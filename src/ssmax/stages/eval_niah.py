@@ -20,12 +20,11 @@ from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import accuracy_grid, run_niah
 from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
-from ssmax.stages.spec import EVAL_CODE, StageSpec
+from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics
 
 SPEC = StageSpec(
     reads=("seed", "data", "eval.niah", "eval.needle_scores", "eval.copy_probe"),
-    code=(*EVAL_CODE, "stages/eval_niah.py"),
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
 )
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.stages.spec import PRETRAIN_READS, TRAIN_CODE, StageSpec
+from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
 SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.pretrain", "pipeline.pn_fraction"),
-    code=(*TRAIN_CODE, "stages/pretrain.py"),
     trains=True,
     uses=("trainer", "data"),
 )  # fmt: skip

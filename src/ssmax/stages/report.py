@@ -7,13 +7,15 @@ artifacts of its MLflow run. ``python -m ssmax.report`` rebuilds it without re-r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssmax.report.build import build_report, settings_from_cfg
-from ssmax.stages.common import StageContext
 from ssmax.stages.spec import StageSpec
 
-SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants"), code=("stages/report.py",),
+if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+    from ssmax.stages.common import StageContext
+
+SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants"),
                  uses=("model", "data", "trainer.pretrain.max_steps", "pipeline.rope_factor",
                        "eval"))  # shown in the report's settings  # fmt: skip
 

@@ -4,15 +4,16 @@ ssmax.evals.scaled_rope_theta with this factor (the one mechanism; the theta is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssmax.evals.common import scaled_theta
-from ssmax.stages.common import StageContext
 from ssmax.stages.spec import StageSpec
+
+if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+    from ssmax.stages.common import StageContext
 
 SPEC = StageSpec(
     reads=("model.rope_theta", "pipeline.rope_factor"),
-    code=("stages/rope.py", "evals/common.py"),
     inline=True,
 )
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.stages.spec import TRAIN_CODE, StageSpec
+from ssmax.stages.spec import StageSpec
 
 SPEC = StageSpec(
     reads=("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
-    code=(*TRAIN_CODE, "stages/sft.py"),
     trains=True,
     uses=("trainer",),
 )

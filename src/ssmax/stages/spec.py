@@ -1,7 +1,8 @@
-"""What a stage declares about itself: the config keys it reads, the code it runs, whether it
-trains. The pipeline derives a node's fingerprint from this (ssmax.pipeline.fingerprint) and,
-with pipeline.strict_reads, hands the stage a config holding only these keys, so that a read of
-an undeclared key fails instead of silently escaping the fingerprint (tests/test_stage_reads.py).
+"""What a stage declares about itself: the config keys it reads and whether it trains. The
+pipeline derives a node's fingerprint from this and from the code the stage runs (found from its
+imports: ssmax.pipeline.code); with pipeline.strict_reads it hands the stage a config holding
+only these keys, so that a read of an undeclared key fails instead of silently escaping the
+fingerprint (tests/test_stage_reads.py).
 """
 
 from __future__ import annotations
@@ -10,10 +11,6 @@ from dataclasses import dataclass
 
 # Read by every stage and never part of a result: where files go, MLflow, names.
 COMMON_USES = ("paths", "tracking", "preset", "run_name", "objective", "init_from")
-# Code every training stage runs, relative to src/ssmax.
-TRAIN_CODE = ("model", "lit", "data", "training.py", "config.py", "schema.py", "io.py",
-              "stages/common.py")  # fmt: skip
-EVAL_CODE = ("model", "data", "evals", "stages/common.py")
 # Read by both pretraining stages (pretrain, switch): the model, its data and its schedule.
 PRETRAIN_READS = ("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
                   "pipeline.switch_fraction")  # fmt: skip
@@ -24,12 +21,11 @@ class StageSpec:
     """reads: dotted config keys that shape the result (fingerprinted; "data:lm" is the data
     block without its SFT keys). uses: keys read that do not (logging, devices) or that an
     input's fingerprint already covers (the model of a node that loads upstream weights).
-    code: modules and packages it runs, relative to src/ssmax. trains: it makes its own MLflow
-    run and checkpoints (and resumes them). inline: bookkeeping of no compute at any scale; the
-    local executor runs it in its own process (a worker process costs seconds to start)."""
+    trains: it makes its own MLflow run and checkpoints (and resumes them). inline: bookkeeping
+    of no compute at any scale; the local executor runs it in its own process (a worker process
+    costs seconds to start)."""
 
     reads: tuple[str, ...]
-    code: tuple[str, ...]
     trains: bool = False
     uses: tuple[str, ...] = ()
     inline: bool = False

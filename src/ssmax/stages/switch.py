@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ssmax.stages.common import StageContext, train_cfg
-from ssmax.stages.spec import PRETRAIN_READS, TRAIN_CODE, StageSpec
+from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
 SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.start", "pipeline.switch_warmup_fraction"),
-    code=(*TRAIN_CODE, "stages/switch.py"),
     trains=True,
     uses=("trainer", "data"),
 )  # fmt: skip
