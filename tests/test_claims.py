@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from ssmax.report.claims import Interval, claims, decide, t975
+from ssmax.report.claims import Interval, claims, decide, in_scope, t975
 from ssmax.report.gather import Results, Settings
+from ssmax.report.render import untested_line
 
 VARIANTS = {
     "a": "a_softmax", "b": "b_ssmax", "c": "c_ssmax_no_scale", "d": "d_ssmax_bias",
@@ -110,3 +111,17 @@ def test_interval_and_decision() -> None:
     assert decide(["holds", "inconclusive"]) == "inconclusive"
     assert decide(["holds", "contradicted"]) == "contradicted"
     assert decide(["holds", "n/a"]) == "n/a" and decide(["holds", "holds"]) == "holds"
+
+
+def test_a_pipeline_tests_only_the_claims_of_the_variants_it_runs() -> None:
+    checked = claims(results({"a": [4.5, 4.6], "b": [4.4, 4.5]}))
+    assert in_scope(checked, []) == (checked, [])  # no declaration given: every claim
+    tested, untested = in_scope(checked, ["a_softmax", "b_ssmax", "h_qwen_logn"])
+    assert {c.key for c in tested} == {"niah_b_above_a", "needle_b_above_a"}
+    assert len(tested) + len(untested) == len(checked)
+    assert next(c for c in untested if c.key == "pretrain_lower").letters == ("a", "b", "c", "d")
+    assert next(c for c in untested if c.key == "pn_log_law").letters == ("pn",)
+    line = untested_line(untested)
+    assert line.startswith(f"Not tested here: {len(untested)} claim(s)")
+    assert "(c), (d), (e), (f), (pn)" in line and "Sec. 3.1, Fig. 4" in line
+    assert untested_line([]) == ""

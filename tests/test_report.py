@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 from dataclasses import dataclass
@@ -168,6 +169,21 @@ def test_missing_inputs_give_na_not_a_crash(smoke: Smoke, tmp_path: Path) -> Non
     empty = build_report({}, settings_from_cfg(_cfg(smoke)), tmp_path / "none")
     assert [k for k, v in empty["figures"].items() if not v.startswith("n/a")] == ["fig1", "fig3"]
     assert "n/a: no eval_niah results" in Path(empty["report_md"]).read_text()
+
+
+def test_a_pipeline_without_some_variants_names_the_claims_it_cannot_test(
+    smoke: Smoke, tmp_path: Path
+) -> None:
+    ab = {k: v for k, v in smoke.inputs.items() if "/a_softmax/" in k or "/b_ssmax/" in k}
+    settings = dataclasses.replace(
+        settings_from_cfg(_cfg(smoke)), variants=["a_softmax", "b_ssmax"]
+    )
+    out = build_report(ab, settings, tmp_path / "ab")
+    assert sorted(out["claims"]) == ["needle_b_above_a", "niah_b_above_a"]
+    assert set(out["claims"].values()) == {"inconclusive"}  # one seed
+    md = Path(out["report_md"]).read_text()
+    assert "Not tested here: 17 claim(s) compare variants this pipeline does not run" in md
+    assert md.count("| Sec. ") == 2
 
 
 def _cfg(smoke: Smoke):  # noqa: ANN202 - DictConfig

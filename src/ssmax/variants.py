@@ -106,3 +106,23 @@ def label(variant: str) -> str:
 
 def color(variant: str) -> str:
     return facts(variant).color if (VARIANT_DIR / f"{variant}.yaml").exists() else "k"
+
+
+def with_starts(variants: list[str]) -> list[str]:
+    """The variants plus those they start from (transitively), each after its start."""
+    known = names()
+    unknown = sorted(set(variants) - set(known))
+    if unknown:
+        raise ValueError(f"pipeline.variants: unknown {unknown}; allowed: {known}")
+    out: list[str] = []
+
+    def add(variant: str) -> None:
+        start = facts(variant).start
+        if start is not None and start["variant"] not in out:
+            add(start["variant"])
+        if variant not in out:
+            out.append(variant)
+
+    for variant in ordered(variants):
+        add(variant)
+    return out

@@ -31,29 +31,9 @@ def node_name(stage: str, variant: str, seed: int) -> str:
     return f"{stage}/{variant}/seed{seed}"
 
 
-def with_starts(variants: list[str]) -> list[str]:
-    """The variants plus those they start from (transitively), each after its start."""
-    known = registry.names()
-    unknown = sorted(set(variants) - set(known))
-    if unknown:
-        raise ValueError(f"pipeline.variants: unknown {unknown}; allowed: {known}")
-    out: list[str] = []
-
-    def add(variant: str) -> None:
-        start = registry.facts(variant).start
-        if start is not None and start["variant"] not in out:
-            add(start["variant"])
-        if variant not in out:
-            out.append(variant)
-
-    for variant in registry.ordered(variants):
-        add(variant)
-    return out
-
-
 def build_dag(decl: Declaration, variants: list[str], seeds: list[int]) -> dict[str, Node]:
     """Every node, in an order where inputs come first."""
-    order = with_starts(variants)
+    order = registry.with_starts(variants)
     nodes: list[Node] = []
     leaves: list[str] = []
     reads = list(decl.report["reads"])

@@ -9,11 +9,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.report.claims import claims
+from ssmax.report.claims import claims, in_scope
 from ssmax.report.figures import make_figures
 from ssmax.report.gather import Results, Settings
 from ssmax.report.render import markdown, to_html
 from ssmax.report.table import gather, rows
+from ssmax.variants import with_starts
 
 
 def settings_from_cfg(cfg: DictConfig) -> Settings:
@@ -32,7 +33,7 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
     for name, block in cfg.eval.items():
         details[f"eval.{name}"] = json.dumps(OmegaConf.to_container(block, resolve=True))
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
-                    details)  # fmt: skip
+                    details, with_starts(list(cfg.pipeline.variants)))  # fmt: skip
 
 
 def trained_on(data: DictConfig) -> dict[str, str]:
@@ -69,10 +70,10 @@ def build_report(
     results = Results.from_inputs(inputs, settings)
     table = gather(inputs)
     figures = make_figures(results, folder)
-    checked = claims(results)
+    checked, untested = in_scope(claims(results), settings.variants)
     md, page = folder / "report.md", folder / "report.html"
-    md.write_text(markdown(settings, rows(table), checked, figures))
-    page.write_text(to_html(settings, rows(table), checked, figures))
+    md.write_text(markdown(settings, rows(table), checked, figures, untested))
+    page.write_text(to_html(settings, rows(table), checked, figures, untested))
     (folder / "results.json").write_text(json.dumps(table, indent=2, sort_keys=True))
     claim_dicts = [dataclasses.asdict(c) for c in checked]
     (folder / "claims.json").write_text(json.dumps(claim_dicts, indent=2))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmax.report.gather import Results
-from ssmax.variants import by_letter
+from ssmax.variants import by_letter, facts, model_key, names
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
@@ -103,6 +103,7 @@ class Claim:
     value: str  # our numbers per variant: mean ± std over seeds
     verdict: str  # holds / contradicted / inconclusive / n/a
     checks: list[Checked] = field(default_factory=list)
+    letters: tuple[str, ...] = ()  # the variants it compares, by letter
 
 
 def niah_mean(outputs: dict, beyond: float | None) -> float | None:
@@ -188,7 +189,21 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
     value = " | ".join(shown) or "-"
     if missing:
         value += f" [missing: {', '.join(dict.fromkeys(missing))}]"
-    return Claim(key, text, value, decide([c.verdict for c in checks]), checks)
+    letters = tuple(sorted({x for o in orderings for x in (o.low, o.high)}))
+    return Claim(key, text, value, decide([c.verdict for c in checks]), checks, letters)
+
+
+def in_scope(checked: list[Claim], variants: Sequence[str]) -> tuple[list[Claim], list[Claim]]:
+    """(claims whose variants the pipeline runs, the others). A pipeline that leaves a variant
+    out (scaling_laws runs no (c)-(f)) does not test its claims: they are named, not tabled.
+    No variants given: every claim is in scope."""
+    if not variants:
+        return checked, []
+    letters = {facts(v).letter for v in variants}
+    return (
+        [c for c in checked if set(c.letters) <= letters],
+        [c for c in checked if not set(c.letters) <= letters],
+    )
 
 
 def below(metric: str, low: str, *highs: str) -> list[Ordering]:
@@ -208,7 +223,8 @@ def long_multiples(results: Results) -> list[str]:
 
 def claims(results: Results) -> list[Claim]:
     """Every ordering the paper states, in the paper's order."""
-    long = [f"loss@{k}" for k in long_multiples(results)]
+    # no loss evals at all: one placeholder, so the claim still names its variants (n/a)
+    long = [f"loss@{k}" for k in long_multiples(results)] or ["loss@past N"]
     pre, niah, top = "pretrain_loss", "niah", "needle_top"
     specs = [
         ("pretrain_lower", "Sec. 3.1, Fig. 4: (b), (c), (d) reach a lower pretraining loss "
@@ -256,6 +272,11 @@ def claims(results: Results) -> list[Claim]:
     return [*out, pn_log_law(results)]
 
 
+def _rationale() -> tuple[str, ...]:
+    """The letter of the rationale model (Sec. 2.1: learned p_n), the claim's one variant."""
+    return tuple(facts(v).letter for v in names() if model_key(v, "scale") == "p_n")[:1]
+
+
 def pn_log_law(results: Results) -> Claim:
     from ssmax.report.figures import pn_fits
 
@@ -264,10 +285,11 @@ def pn_log_law(results: Results) -> Claim:
     r2 = [f.r2 for _, f in fits.values() if not math.isnan(f.r2)]
     if not r2:
         why = "no p_n" if not fits else "p_n constant: R² undefined"
-        return Claim("pn_log_law", text, f"- [{why}]", "n/a")
+        return Claim("pn_log_law", text, f"- [{why}]", "n/a", letters=_rationale())
     a1 = _spread([f.a1 for _, f in fits.values()])
     a2 = _spread([f.a2 for _, f in fits.values()])
     interval = Interval.of(r2)
     verdict = interval.verdict(R2_LOG_LAW)
     check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict)
-    return Claim("pn_log_law", text, f"R² {_spread(r2)}; a1 {a1}, a2 {a2}", verdict, [check_])
+    value = f"R² {_spread(r2)}; a1 {a1}, a2 {a2}"
+    return Claim("pn_log_law", text, value, verdict, [check_], _rationale())

@@ -27,6 +27,7 @@ class Settings:
     train_len: int  # N, the training sequence length
     tracking_uri: str | None = None  # None: no learning curves (Fig. 4)
     details: dict[str, str] = field(default_factory=dict)  # shown as the report's settings
+    variants: list[str] = field(default_factory=list)  # the pipeline's; [] = every variant
 
 
 @dataclass

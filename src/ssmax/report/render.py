@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 
 from ssmax.report.claims import Claim
 from ssmax.report.gather import Settings
@@ -40,6 +41,16 @@ def _settings_rows(settings: Settings) -> list[list[str]]:
     return [[k, v] for k, v in (base | settings.details).items()]
 
 
+def untested_line(untested: list[Claim]) -> str:
+    """One sentence naming the claims this pipeline cannot test (their variants do not run)."""
+    if not untested:
+        return ""
+    letters = sorted({x for c in untested for x in c.letters})
+    return (f"Not tested here: {len(untested)} claim(s) compare variants this pipeline does not "
+            f"run ({', '.join(f'({x})' for x in letters)}): "
+            + "; ".join(c.text.split(":")[0] for c in untested) + ".")  # fmt: skip
+
+
 def _claim_rows(claims: list[Claim]) -> list[list[str]]:
     def checks(c: Claim) -> str:
         return "; ".join(f"{k.ordering}: {k.difference} {k.verdict}" for k in c.checks) or "-"
@@ -49,13 +60,14 @@ def _claim_rows(claims: list[Claim]) -> list[list[str]]:
 
 def markdown(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
-    figures: list[FigureFile],
+    figures: list[FigureFile], untested: Sequence[Claim] = (),
 ) -> str:  # fmt: skip
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
     lines += _md_table(["setting", "value"], _settings_rows(settings))
     lines += ["", "## Results per variant", "", *_md_table(*table)]
     lines += ["", "## Claims of the paper", "", RULE, ""]
     lines += _md_table(CLAIM_COLUMNS, _claim_rows(claims))
+    lines += ["", untested_line(list(untested))] if untested else []
     lines += ["", "## Figures", ""]
     for f in figures:
         lines += [f"### {f.title}", ""]
@@ -83,7 +95,7 @@ figure{margin:2em 0}figcaption{color:#333;font-size:14px}"""
 
 def to_html(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
-    figures: list[FigureFile],
+    figures: list[FigureFile], untested: Sequence[Claim] = (),
 ) -> str:  # fmt: skip
     """One file, nothing external: CSS inline, PNGs as data: URIs."""
     title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
@@ -94,6 +106,7 @@ def to_html(
         "<h2>Results per variant</h2>", _html_table(*table),
         "<h2>Claims of the paper</h2>", f"<p>{html.escape(RULE)}</p>",
         _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
+        f"<p>{html.escape(untested_line(list(untested)))}</p>" if untested else "",
         "<h2>Figures</h2>",
     ]  # fmt: skip
     for f in figures:
