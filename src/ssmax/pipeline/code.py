@@ -6,7 +6,7 @@ drifts (the report's once left out its own package, the evals `config.py`). Two 
 are not followed:
 - `if TYPE_CHECKING:` blocks: annotations only, never run;
 - NO_RESULT: modules that never shape what a node writes (logging to MLflow, locks, atomic
-  writes, checks of the input, config validation, rank helpers, the pipeline's bookkeeping).
+  writes, config validation, rank helpers, the pipeline's bookkeeping).
   A change there leaves every cached result valid.
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/ssmax
 # relative to src/ssmax; a folder stands for every module in it
-NO_RESULT = ("tracking", "pipeline", "locks.py", "io.py", "inputs.py", "ranks.py",
-             "schema.py", "schema_rules.py", "resolvers.py", "stages/spec.py")  # fmt: skip
+# (inputs.py is not among them: besides its checks, read_weights loads init_from's weights)
+NO_RESULT = ("tracking", "pipeline", "locks.py", "io.py", "ranks.py", "schema.py",
+             "schema_rules.py", "resolvers.py", "stages/spec.py")  # fmt: skip
 
 
 def module_file(name: str) -> Path | None:
