@@ -182,7 +182,9 @@ def test_a_pipeline_without_some_variants_names_the_claims_it_cannot_test(
     assert sorted(out["claims"]) == ["needle_b_above_a", "niah_b_above_a"]
     assert set(out["claims"].values()) == {"inconclusive"}  # one seed
     md = Path(out["report_md"]).read_text()
-    assert "Not tested here: 17 claim(s) compare variants this pipeline does not run" in md
+    assert (
+        "Not tested here: 17 claim(s) of the paper need variants this pipeline does not run" in md
+    )
     assert md.count("| Sec. ") == 2
 
 
