@@ -23,6 +23,7 @@ NO_RESULT = ("tracking", "pipeline", "locks.py", "io.py", "ranks.py", "schema.py
              "schema_rules.py", "resolvers.py", "stages/spec.py")  # fmt: skip
 
 
+@cache
 def module_file(name: str) -> Path | None:
     """src/ssmax/... file of a dotted module name (a package's __init__.py); None outside."""
     parts = name.split(".")
@@ -35,7 +36,8 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def _imported(file: Path, name: str) -> set[str]:
+@cache  # each file is parsed once, however many stages import it
+def _imported(file: Path, name: str) -> frozenset[str]:
     """Dotted names of the modules `file` (module `name`) imports, TYPE_CHECKING blocks aside."""
     out: set[str] = set()
     package = name if file.name == "__init__.py" else name.rpartition(".")[0]
@@ -58,11 +60,11 @@ def _imported(file: Path, name: str) -> set[str]:
             visit(child)
 
     visit(ast.parse(file.read_text(), str(file)))
-    return {m for m in out if module_file(m) is not None}
+    return frozenset(m for m in out if module_file(m) is not None)
 
 
-def _no_result(file: Path) -> bool:
-    rel = file.relative_to(PACKAGE).as_posix()
+def no_result(rel: str) -> bool:
+    """Whether the module at `rel` (relative to src/ssmax) is one of NO_RESULT."""
     return any(rel == p or rel.startswith(p.rstrip("/") + "/") for p in NO_RESULT)
 
 
@@ -74,7 +76,7 @@ def stage_code(module: str) -> tuple[str, ...]:
     while todo:
         name = todo.pop()
         file = module_file(name)
-        if file is None or file in seen or _no_result(file):
+        if file is None or file in seen or no_result(file.relative_to(PACKAGE).as_posix()):
             continue
         seen.add(file)
         parts = name.split(".")
