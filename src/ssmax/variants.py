@@ -100,6 +100,11 @@ def model_key(variant: str, key: str) -> object:
     return _full(variant)[key]
 
 
+def learns_p_n(variant: str) -> bool:
+    """The Sec. 2.1 rationale model: p_n learned per n (Fig. 2 and its claim)."""
+    return model_key(variant, "scale") == "p_n"
+
+
 def label(variant: str) -> str:
     return facts(variant).label if (VARIANT_DIR / f"{variant}.yaml").exists() else variant
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmax.report.gather import Results
-from ssmax.variants import by_letter, facts, model_key, names
+from ssmax.variants import by_letter, facts, learns_p_n, names
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
@@ -274,7 +274,7 @@ def claims(results: Results) -> list[Claim]:
 
 def _rationale() -> tuple[str, ...]:
     """The letter of the rationale model (Sec. 2.1: learned p_n), the claim's one variant."""
-    return tuple(facts(v).letter for v in names() if model_key(v, "scale") == "p_n")[:1]
+    return tuple(facts(v).letter for v in names() if learns_p_n(v))[:1]
 
 
 def pn_log_law(results: Results) -> Claim:

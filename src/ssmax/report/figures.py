@@ -16,7 +16,7 @@ from ssmax.report.formulas import LogFit, fig1_max_output, fig3_transformed, fit
 from ssmax.report.gather import Results, learned_p_n
 from ssmax.report.paper import PAPER
 from ssmax.report.plotting import FigureFile, new_figure, save
-from ssmax.variants import model_key
+from ssmax.variants import learns_p_n
 
 FIG1_S = 0.43
 FIG3_S = (0.43, 1.0)  # the paper does not give Fig. 3's two values of s
@@ -50,7 +50,7 @@ def fig1(results: Results, folder: Path) -> FigureFile:
 def pn_fits(results: Results) -> dict[int, tuple[np.ndarray, LogFit]]:
     """seed -> (learned p_n, its log fit), for every rationale model that has weights."""
     out = {}
-    rationale = [v for v in results.variants("pretrain") if model_key(v, "scale") == "p_n"]
+    rationale = [v for v in results.variants("pretrain") if learns_p_n(v)]
     for variant in rationale[:1]:
         for seed, outputs in results.get("pretrain", variant).items():
             p = learned_p_n(outputs.get("weights"))
