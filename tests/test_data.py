@@ -214,8 +214,8 @@ def test_sft_trims_context_around_answer(bpe) -> None:
 
 def test_trim_padding_keeps_the_loss(bpe) -> None:
     """Dropping the pad columns after the longest example changes no loss term."""
-    from ssmax.lit.module import lm_loss
     from ssmax.model import ModelConfig, Transformer, VariantConfig
+    from ssmax.model.loss import model_loss
 
     lengths = [(30, 20), (55, 40), (41, 37)]  # (ids, prompt) per example
     batch = [to_example(list(range(5, 5 + n)), p, 96, bpe.eos_id) for n, p in lengths]
@@ -225,7 +225,7 @@ def test_trim_padding_keeps_the_loss(bpe) -> None:
     model = Transformer(ModelConfig(vocab_size=128, n_layers=2, n_heads=2, dim=32, ffn_dim=64),
                         VariantConfig(name="b_ssmax", scale="log_n", learn_s=True), 96)  # fmt: skip
     full = {k: torch.stack([ex[k] for ex in batch]) for k in batch[0]}
-    losses = [lm_loss(model(b["input_ids"]), b["labels"], "sft") for b in (full, trimmed)]
+    losses = [model_loss(model, b["input_ids"], b["labels"], "sft") for b in (full, trimmed)]
     torch.testing.assert_close(losses[0], losses[1])
 
 

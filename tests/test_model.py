@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ssmax.config import model_config, variant_config
-from ssmax.lit.module import lm_loss, lr_factor, param_groups
+from ssmax.lit.module import lr_factor, param_groups
 from ssmax.model import ModelConfig, Transformer, count_parameters, inv_mean_log_n, load_backbone
 from tests.conftest import make_cfg
 
@@ -81,18 +81,6 @@ def test_lr_schedules() -> None:
     assert lr_factor(10, 10, 100, "cosine", 0.0) == pytest.approx(1.0)
     assert lr_factor(55, 10, 100, "cosine", 0.0) == pytest.approx(0.5)
     assert lr_factor(100, 10, 100, "cosine", 0.1) == pytest.approx(0.1)
-
-
-def test_sft_loss_is_summed_over_the_answer_span() -> None:
-    logits = torch.randn(2, 5, 7)
-    labels = torch.full((2, 5), -100)
-    labels[0, 3:] = torch.tensor([1, 2])
-    labels[1, 4] = 3
-    per_token = torch.nn.functional.cross_entropy(
-        logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="none"
-    )
-    assert lm_loss(logits, labels, "sft") == pytest.approx(per_token.sum().item() / 2)
-    assert lm_loss(logits, labels, "pretrain") == pytest.approx(per_token.sum().item() / 3)
 
 
 def test_model_config_defaults_are_the_paper_shape() -> None:

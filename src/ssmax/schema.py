@@ -180,6 +180,10 @@ class TrainerConfig:
     devices: int = rule(1, gt=0)  # devices per node (under SLURM: tasks per node)
     num_nodes: int = rule(1, gt=0)  # executor=slurm sets it from the profile's nodes
     precision: str = rule("auto", choices=PRECISIONS)  # auto: bf16-mixed on GPU, else 32-true
+    # torch.compile of the training loss (model + LM head + cross-entropy) and of the evals'
+    # forward passes; auto: on a CUDA device only (ssmax.compiling says why)
+    compile: bool | str = rule("auto", choices=("auto", True, False))
+    loss_chunk: int = rule(8192, gt=0)  # positions per LM-head + cross-entropy chunk (measured)
     log_every_n_steps: int = rule(10, gt=0)  # MLflow metrics every this many steps
     val_every_n_steps: int = rule(200, gt=0)  # validation every this many optimizer steps
     val_batches: int | float = rule(8, gt=0)  # validation batches per check (float: a share)

@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.compiling import compile_enabled
 from ssmax.config import ConfigError, absolute_paths, model_config, validate, variant_config
 from ssmax.inputs import check_fits, read_weights
 from ssmax.io import atomic_torch_save, atomic_write_json, atomic_write_text
@@ -52,6 +53,13 @@ def precision(setting: str) -> str:
     if setting != "auto":
         return setting
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+def training_device(accelerator: str) -> str:
+    """The device type the Trainer trains on for trainer.accelerator (auto: CUDA when present)."""
+    if accelerator == "cpu" or not torch.cuda.is_available():
+        return "cpu"
+    return "cuda"
 
 
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
@@ -118,6 +126,8 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         OmegaConf.to_container(stage, resolve=True),
         total,
         warmup,
+        compile=compile_enabled(cfg.trainer.compile, training_device(cfg.trainer.accelerator)),
+        loss_chunk=cfg.trainer.loss_chunk,
     )
     if cfg.init_from:
         state = read_weights(cfg.init_from)

@@ -19,10 +19,10 @@ from ssmax.data.module import TokenizedDataModule
 from ssmax.data.packing import train_sampler
 from ssmax.data.squad import load_squad
 from ssmax.data.tokenizer import Tokenizer
+from ssmax.model.loss import IGNORE
 from ssmax.schema import DataConfig
 
 log = logging.getLogger(__name__)
-IGNORE = -100
 DEFAULT_PROMPT = DataConfig.sft_prompt  # data.sft_prompt's default (ssmax.schema)
 
 

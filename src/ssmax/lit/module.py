@@ -8,32 +8,18 @@ from typing import Any
 
 import lightning as L
 import torch
-import torch.nn.functional as F
 
+from ssmax.compiling import maybe_compile
 from ssmax.lit.guards import check_finite
 from ssmax.model import ModelConfig, Transformer, VariantConfig
-
-IGNORE = -100
-
-
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor, objective: str) -> torch.Tensor:
-    """pretrain: mean next-token loss. sft: the sum of the token losses over the answer span
-    (Sec. 3.3), averaged over the sequences of the batch so the scale is batch-independent."""
-    flat = F.cross_entropy(
-        logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction="sum"
-    )
-    if objective == "sft":
-        return flat / labels.shape[0]
-    return flat / (labels != IGNORE).sum().clamp(min=1)
+from ssmax.model.loss import DEFAULT_CHUNK, model_loss, objective_loss, summed_loss
 
 
-def fact_recall(
-    logits: torch.Tensor, labels: torch.Tensor, answer: torch.Tensor
-) -> tuple[int, int]:
+def fact_recall(right: torch.Tensor, answer: torch.Tensor) -> tuple[int, int]:
     """(values predicted whole, values asked): answer [B, T] numbers the label positions of
-    each asked value 1, 2, ... (0 elsewhere); a value counts when every one of its tokens is
-    the argmax, i.e. greedy decoding after the question would write it out."""
-    right = logits.argmax(-1) == labels
+    each asked value 1, 2, ... (0 elsewhere); right [B, T] is True where the argmax is the label
+    (at least at the asked positions). A value counts when every one of its tokens is right,
+    i.e. greedy decoding after the question would write it out."""
     hits = asked = 0
     for q in range(1, int(answer.max()) + 1 if answer.numel() else 1):
         mask = answer == q
@@ -65,7 +51,9 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
 
 class LitLM(L.LightningModule):
     """``optim`` is one of the trainer.pretrain / trainer.sft blocks; ``total_steps`` and
-    ``warmup_steps`` are optimizer steps, resolved by the caller (SFT counts in epochs)."""
+    ``warmup_steps`` are optimizer steps, resolved by the caller (SFT counts in epochs).
+    ``compile``: the training loss (model, LM head and cross-entropy together) runs under
+    torch.compile; ``loss_chunk``: positions per LM-head + cross-entropy chunk."""
 
     def __init__(
         self,
@@ -76,10 +64,13 @@ class LitLM(L.LightningModule):
         optim: dict[str, Any],
         total_steps: int,
         warmup_steps: int,
+        compile: bool = False,
+        loss_chunk: int = DEFAULT_CHUNK,
     ) -> None:
         super().__init__()
         self.model = Transformer(model_cfg, variant, train_len)
-        self.objective, self.optim = objective, optim
+        self.objective, self.optim, self.loss_chunk = objective, optim, loss_chunk
+        self.train_loss = maybe_compile(self.loss, compile)
         self.total_steps, self.warmup_steps = total_steps, warmup_steps
         self.tokens_seen = 0
         self.batches_seen = 0  # micro-batches, to put the data order back on resume
@@ -89,8 +80,12 @@ class LitLM(L.LightningModule):
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids)
 
+    def loss(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The objective's loss on one batch, from the hidden states chunk by chunk."""
+        return model_loss(self.model, input_ids, labels, self.objective, self.loss_chunk)
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = lm_loss(self.model(batch["input_ids"]), batch["labels"], self.objective)
+        loss = self.train_loss(batch["input_ids"], batch["labels"])
         self.tokens_seen += batch["input_ids"].numel()
         self.batches_seen += 1
         self._losses.append(loss.detach())
@@ -135,11 +130,16 @@ class LitLM(L.LightningModule):
         return stats
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        logits = self.model(batch["input_ids"])
-        loss = lm_loss(logits, batch["labels"], self.objective)
-        self.log("val/loss", loss, prog_bar=True, batch_size=batch["input_ids"].shape[0])
+        labels, head = batch["labels"], self.model.lm_head.weight
+        hidden = self.model.hidden(batch["input_ids"])  # eager: validation is a small share
+        loss = objective_loss(summed_loss(hidden, head, labels, self.loss_chunk), labels,
+                              self.objective)  # fmt: skip
+        self.log("val/loss", loss, prog_bar=True, batch_size=labels.shape[0])
         if "answer" in batch:  # planted facts (data.facts): is each asked value read back?
-            hits, asked = fact_recall(logits, batch["labels"], batch["answer"])
+            asked_at = batch["answer"] > 0  # the head at the answers' positions only
+            right = torch.ones_like(labels, dtype=torch.bool)
+            right[asked_at] = self.model.lm_head(hidden[asked_at]).argmax(-1) == labels[asked_at]
+            hits, asked = fact_recall(right, batch["answer"])
             if asked:
                 self.log("val/fact_recall", hits / asked, prog_bar=True, batch_size=asked)
 
@@ -150,6 +150,7 @@ class LitLM(L.LightningModule):
             lr=o["lr"],
             betas=tuple(o["betas"]),
             eps=o["eps"],
+            fused=self.device.type == "cuda",  # one kernel for every parameter (on CUDA only)
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,

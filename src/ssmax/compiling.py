@@ -1,0 +1,37 @@
+"""torch.compile where it pays (`trainer.compile`: true, false, or auto).
+
+auto compiles on a CUDA device, where the compiled model and chunked loss ran the paper
+model's training at 2.7x the eager throughput and the Fig. 5 eval near its compute floor
+(README, performance), and not on the CPU, where the tiny preset's pretraining ran no faster
+compiled and every process would first spend its compile time (bench/bench_step.py prints both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Each model (variant) and input shape is a graph of its own; the in-process pipeline runs
+# many models in one process, more than dynamo's default limit of 8 graphs per function.
+RECOMPILE_LIMIT = 64
+
+
+def compile_enabled(setting: bool | str, device: torch.device | str) -> bool:
+    """trainer.compile resolved for a device: auto means on CUDA only."""
+    if setting == "auto":
+        return torch.device(device).type == "cuda"
+    return bool(setting)
+
+
+def maybe_compile(fn: F, enabled: bool) -> F:
+    """fn under torch.compile when enabled, else fn itself. Compiling a function (not the
+    module) leaves the module's parameters and state_dict keys as they are."""
+    if not enabled:
+        return fn
+    config = torch._dynamo.config
+    config.cache_size_limit = max(config.cache_size_limit, RECOMPILE_LIMIT)
+    return torch.compile(fn)  # type: ignore[return-value]
