@@ -14,12 +14,13 @@ VOCAB, EOS, SPAN = 64, 0, 8
 
 
 class Probe(torch.nn.Module):
-    """The interface the per-position loss uses: hidden states, then lm_head (here: identity,
-    so hidden() returns the logits)."""
+    """The interface the per-position loss uses: hidden states, then lm_head's weight (here
+    the identity matrix, so hidden() returns the logits)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.lm_head = torch.nn.Identity()
+        self.lm_head = torch.nn.Linear(VOCAB, VOCAB, bias=False)
+        torch.nn.init.eye_(self.lm_head.weight)
         self.anchor = torch.nn.Parameter(torch.zeros(()))  # where the model lives (CPU)
 
 

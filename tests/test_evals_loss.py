@@ -39,6 +39,30 @@ def test_matches_naive_cross_entropy(variant: str) -> None:
     assert model.rope_theta == model.cfg.rope_theta  # restored
 
 
+@pytest.mark.parametrize("variant", ["a_softmax", "b_ssmax", "pn_rationale"])
+def test_batched_and_streamed_equal_one_at_a_time(variant: str) -> None:
+    """Batches of 2 and 5 (the last one short), rows streamed from an iterator, and auto all
+    give batch 1's numbers; a chunk smaller than the batch still takes one position at a time."""
+    model = tiny_model(variant, seed=3)
+    seqs = torch.randint(0, model.cfg.vocab_size, (5, 150))  # 150 > 2x the training length
+    with scaled_rope_theta(model, 50.0):
+        one = per_position_loss(model, seqs, chunk=64, batch_size=1)
+        for got in (
+            per_position_loss(model, seqs, chunk=64, batch_size=2),
+            per_position_loss(model, seqs, chunk=3, batch_size=5),
+            per_position_loss(model, iter(list(seqs)), chunk=64, batch_size=2),
+            per_position_loss(model, seqs, batch_size="auto"),
+        ):
+            torch.testing.assert_close(got, one, rtol=1e-12, atol=1e-12)
+
+
+def test_rejects_rows_too_short() -> None:
+    with pytest.raises(ValueError, match="L >= 2"):
+        per_position_loss(tiny_model("a_softmax"), torch.zeros(2, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="L >= 2"):
+        per_position_loss(tiny_model("a_softmax"), iter([]))
+
+
 def test_summaries() -> None:
     losses = torch.arange(20, dtype=torch.float64)  # context length c = index + 1
     assert loss_at_multiples(losses, 4, (1, 2, 5, 6)) == {1: 1.5, 2: 5.5, 5: 17.5}

@@ -21,7 +21,14 @@ from ssmax.evals.haystack import (
     random_needle,
     take_haystack,
 )
-from ssmax.evals.niah import SCORES, accuracy_grid, greedy_decode, run_niah, score_answer
+from ssmax.evals.niah import (
+    SCORES,
+    accuracy_grid,
+    greedy_decode,
+    greedy_decode_batch,
+    run_niah,
+    score_answer,
+)
 from tests.conftest import make_cfg
 from tests.test_evals_loss import tiny_model
 
@@ -110,6 +117,28 @@ def test_kv_cache_decoding_matches_full_recompute(variant: str) -> None:
     with scaled_rope_theta(model, 50):
         got = greedy_decode(model, prompt, 12, eos_id=0)
         assert got == naive_greedy(model, prompt, 12, eos_id=0)
+
+
+@pytest.mark.parametrize("variant", ["a_softmax", "b_ssmax", "i_llama4_temp"])
+def test_batched_decoding_gives_each_prompt_its_own_answer(variant: str) -> None:
+    """Five prompts of one length decoded together give, row for row, what each gives alone."""
+    model = tiny_model(variant, seed=4)
+    prompts = torch.randint(1, model.cfg.vocab_size, (5, 90)).tolist()
+    with scaled_rope_theta(model, 50):
+        together = greedy_decode_batch(model, prompts, 6, eos_id=0)
+        alone = [greedy_decode(model, p, 6, eos_id=0) for p in prompts]
+    assert together == alone and len(set(map(tuple, alone))) > 1  # the rows differ
+    with pytest.raises(ValueError, match="one length"):
+        greedy_decode_batch(model, [prompts[0], prompts[1][:-1]], 2, eos_id=0)
+
+
+def test_run_niah_batched_equals_one_at_a_time(data_cfg: DictConfig, tokenizer: Tokenizer) -> None:
+    model = tiny_model("b_ssmax", seed=5)
+    args = (model, tokenizer, data_cfg, [128, 192], (0.1, 0.7), 4)
+    with scaled_rope_theta(model, 50):
+        one = run_niah(*args, seed=2, batch_size=1)
+        batched = run_niah(*args, seed=2, batch_size=3)  # a batch of 3, then the cell's last 1
+    assert batched == one and len(one) == 16
 
 
 def test_eos_is_never_chosen() -> None:

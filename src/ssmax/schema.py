@@ -29,7 +29,8 @@ MAX_SEED = 2**32 - 1  # numpy's and Lightning's seeds: 0 .. 2^32 - 1
 
 def rule(default: Any = MISSING, **rules: Any) -> Any:
     """A field with checks run after compose (ssmax.schema_rules.check_rules): gt/ge/lt/le (a
-    bound), choices (allowed values); on a list each item, and length / min_items its size."""
+    bound), choices (allowed values), auto=True ("auto" or a value within the bounds); on a list
+    each item, and length / min_items its size."""
     if isinstance(default, list | dict):
         return field(default_factory=lambda: default.copy(), metadata=rules)
     return field(default=default, metadata=rules)
@@ -213,6 +214,8 @@ class LossEvalConfig:
     max_multiple: int | float = rule(20, gt=0)  # sequences of this x the training length
     report_multiples: list[Any] = rule([1, 5, 10, 20], gt=0)  # multiples in the table and claims
     sequences: int = rule(8, gt=0)  # test sequences (paper: 100,000)
+    # sequences per forward pass; auto: what the GPU's free memory holds, 1 on the CPU
+    batch_size: int | str = rule("auto", gt=0, auto=True)
 
 
 @dataclass
@@ -223,6 +226,9 @@ class NiahEvalConfig:
     depths: list[float] = rule([0.1, 0.3, 0.5, 0.7, 0.9], ge=0, le=1, min_items=1)  # needle depths
     samples: int = rule(4, gt=0)  # per (context, depth) cell (paper: 1000)
     max_new_tokens: int = rule(8, gt=0)  # greedy answer length
+    # prompts decoded together (a cell's prompts have one length); auto: a cell at once on a
+    # GPU (up to 64), one at a time on the CPU
+    batch_size: int | str = rule("auto", gt=0, auto=True)
     base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
 
 

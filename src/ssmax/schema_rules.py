@@ -114,6 +114,11 @@ BOUNDS = (("gt", ">", operator.gt), ("ge", ">=", operator.ge), ("lt", "<", opera
 
 
 def _check_value(key: str, value: Any, rules: dict[str, Any]) -> None:
+    if rules.get("auto") and isinstance(value, str):  # "auto", else a number within the bounds
+        if value == "auto":
+            return
+        bounds = " and ".join(f"{op} {rules[n]}" for n, op, _ in BOUNDS if n in rules)
+        raise RuleError(f"{key}={value!r}; allowed: 'auto' or a number {bounds}")
     if "choices" in rules and value not in rules["choices"]:
         raise RuleError(f"{key}={value!r}; allowed: {tuple(rules['choices'])}")
     for name, op, holds in BOUNDS:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import queue
+import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import torch
 
 from ssmax.model import Transformer
+
+T = TypeVar("T")
 
 
 def scaled_theta(theta: float, factor: float) -> float:
@@ -31,6 +36,12 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
+def cache_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The KV cache's dtype under device_autocast: bf16 on CUDA, else the weights' dtype."""
+    param = next(model.parameters())
+    return torch.bfloat16 if param.device.type == "cuda" else param.dtype
+
+
 @contextmanager
 def device_autocast(model: torch.nn.Module) -> Iterator[None]:
     """bf16 autocast while the model sits on a CUDA device (as it trained: App. B, C); on the
@@ -40,3 +51,24 @@ def device_autocast(model: torch.nn.Module) -> Iterator[None]:
         return
     with torch.autocast("cuda", dtype=torch.bfloat16):
         yield
+
+
+def prefetch(items: Iterable[T], depth: int = 64) -> Iterator[T]:
+    """``items`` made by a background thread up to ``depth`` ahead: test sequences are tokenized
+    while the GPU runs the previous batch (the tokenizers release the GIL)."""
+    buffer: queue.Queue = queue.Queue(depth)
+    done = object()
+
+    def fill() -> None:
+        try:
+            for item in items:
+                buffer.put(item)
+        except BaseException as err:  # raised again in the consumer
+            buffer.put(err)
+        buffer.put(done)
+
+    threading.Thread(target=fill, daemon=True).start()
+    while (item := buffer.get()) is not done:
+        if isinstance(item, BaseException):
+            raise item
+        yield item

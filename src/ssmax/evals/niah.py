@@ -6,7 +6,10 @@ most probable non-EOS token at each step, and scores the full number and its fir
 samples per cell, after SFT and with RoPE theta x50. Choices where the paper is silent:
 
 - Greedy decoding with a KV cache: one prefill of the prompt, then one token at a time, for a
-  fixed ``answer_tokens`` (8: enough for " " + 7 digits under any byte-level BPE).
+  fixed ``answer_tokens`` (8: enough for " " + 7 digits under any byte-level BPE). The prompts
+  of one (context, depth) cell have one length, so they are decoded together, ``batch_size`` at
+  a time (on a GPU one prompt at a time is kernel launches, not compute): every row is decoded
+  exactly as it would be alone (tests/test_evals_niah.py).
 - Scoring on decoded characters: the first run of digits in the answer is the reply; "full" if
   it equals the number, "first_digit" if only its first digit is right, else "wrong" (also when
   there are no digits). The "first_digit" accuracy grid counts full answers too.
@@ -24,12 +27,13 @@ from omegaconf import DictConfig
 
 from ssmax.data.lm import test_texts
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.common import device_autocast, model_device
+from ssmax.evals.common import cache_dtype, device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
 from ssmax.model import Transformer
 
 DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
 SCORES = ("full", "first_digit", "wrong")
+AUTO_MAX_BATCH = 64  # prompts decoded together under batch_size=auto on a GPU
 
 
 @dataclass
@@ -49,19 +53,38 @@ def greedy_decode(
 ) -> list[int]:
     """Greedy tokens after the prompt, never EOS: one prefill, then one token at a time
     (bf16 autocast on a GPU)."""
-    cache = model.new_cache(1, len(prompt) + max_new_tokens)
-    ids = torch.tensor([list(prompt)], device=model_device(model))
-    out: list[int] = []
+    return greedy_decode_batch(model, [prompt], max_new_tokens, eos_id)[0]
+
+
+@torch.no_grad()
+def greedy_decode_batch(
+    model: Transformer, prompts: Sequence[Sequence[int]], max_new_tokens: int, eos_id: int
+) -> list[list[int]]:
+    """greedy_decode of prompts of one length, together: one prefill of [B, L], then one
+    token of every row at a time. Rows never mix: each row's attention sees its own cache."""
+    if len({len(p) for p in prompts}) != 1:
+        raise ValueError(f"prompts decoded together need one length, got {len(prompts[0])}...")
+    cache = model.new_cache(len(prompts), len(prompts[0]) + max_new_tokens, cache_dtype(model))
+    ids = torch.tensor([list(p) for p in prompts], device=model_device(model))
+    out = []
     with device_autocast(model):
         hidden = model.hidden(ids, cache)[:, -1]
         for step in range(max_new_tokens):
             logits = model.lm_head(hidden).float()
             logits[:, eos_id] = float("-inf")  # Sec. 3.3: the most probable non-EOS token
             token = logits.argmax(-1, keepdim=True)
-            out.append(int(token))
+            out.append(token)
             if step + 1 < max_new_tokens:
                 hidden = model.hidden(token, cache)[:, -1]
-    return out
+    return torch.cat(out, dim=1).tolist()  # one device-to-host copy at the end
+
+
+def niah_batch(model: Transformer, setting: int | str, samples: int) -> int:
+    """Prompts decoded together: eval.niah.batch_size, or auto (a cell at once on a GPU, up to
+    AUTO_MAX_BATCH; one at a time on the CPU, where batching gained nothing)."""
+    if setting != "auto":
+        return int(setting)
+    return min(samples, AUTO_MAX_BATCH) if model_device(model).type == "cuda" else 1
 
 
 def score_answer(answer: str, number: str) -> str:
@@ -83,26 +106,39 @@ def run_niah(
     samples_per_cell: int = 10,
     seed: int = 0,
     answer_tokens: int = ANSWER_TOKENS,
+    batch_size: int | str = 1,
 ) -> list[NeedleRecord]:
-    """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6."""
+    """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6.
+    A cell's prompts are built first (the same draws, in the same order, as one at a time),
+    then decoded ``batch_size`` at a time (niah_batch)."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
     template = data_cfg.sft_prompt
+    step = niah_batch(model, batch_size, samples_per_cell)
     records = []
     for context in context_sizes:
         for depth in depths:
+            cell = []
             for _ in range(samples_per_cell):
                 city, number = random_needle(rng)
                 hay = take_haystack(texts, tokenizer, context)
-                s = build_sample(
-                    tokenizer, hay, city, number, context, depth, answer_tokens, template
+                cell.append(
+                    build_sample(
+                        tokenizer, hay, city, number, context, depth, answer_tokens, template
+                    )
                 )
-                answer = tokenizer.decode(
-                    greedy_decode(model, s.ids, answer_tokens, tokenizer.eos_id)
+            for a in range(0, len(cell), step):
+                part = cell[a : a + step]
+                tokens = greedy_decode_batch(
+                    model, [s.ids for s in part], answer_tokens, tokenizer.eos_id
                 )
-                score = score_answer(answer, number)
-                records.append(
-                    NeedleRecord(context, depth, city, number, answer, score, s.needle_depth)
-                )
+                for s, answer_ids in zip(part, tokens, strict=True):
+                    answer = tokenizer.decode(answer_ids)
+                    score = score_answer(answer, s.number)
+                    records.append(
+                        NeedleRecord(
+                            context, depth, s.city, s.number, answer, score, s.needle_depth
+                        )
+                    )
     return records
 
 

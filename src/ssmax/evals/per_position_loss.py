@@ -2,10 +2,12 @@
 
 The paper runs 100,000 test sequences of length 20,000 (about 20x the training length 1024)
 through each model with RoPE theta x50 and plots the loss at each position, averaged over the
-sequences. Here every sequence gets one full-context forward pass; the vocabulary projection and
-cross-entropy are taken in chunks of positions from the final hidden states, so no [L, vocab]
-logits tensor exists and memory stays linear in L (attention runs in the fused SDPA kernel,
-which never builds the L x L matrix for a causal mask without an explicit mask tensor).
+sequences. Here the sequences stream in (the paper's 100,000 x 20,001 ids would be 16 GB at once)
+and go through the model ``batch_size`` at a time: one full-context forward pass per batch, then
+the LM head and cross-entropy over chunks of rows (ssmax.model.loss.token_losses: [rows, vocab],
+never the [batch, vocab, positions] layout whose spatial softmax took 94% of the GPU time), so no
+[L, vocab] logits tensor exists and memory stays linear in L (the fused SDPA kernel never builds
+the L x L matrix under a causal mask without a mask tensor).
 
 Loss index t is the loss of predicting token t+1 from a context of t+1 tokens.
 
@@ -16,35 +18,51 @@ i.e. the last N positions up to kN; ``smooth`` is a centred moving average for p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Sequence
 
 import torch
-import torch.nn.functional as F
 
+from ssmax.compiling import maybe_compile
 from ssmax.evals.common import device_autocast, model_device
 from ssmax.model import Transformer
+from ssmax.model.loss import token_losses
 
-DEFAULT_CHUNK = 1024  # positions per vocabulary projection: [chunk, vocab] logits at a time
+DEFAULT_CHUNK = 8192  # rows (positions x sequences) per LM head + cross-entropy chunk
+AUTO_MAX_BATCH = 64  # auto never batches more: past ~8 sequences of 20k the GPU is full
 
 
 @torch.no_grad()
 def per_position_loss(
-    model: Transformer, sequences: torch.Tensor, chunk: int = DEFAULT_CHUNK, batch_size: int = 1
+    model: Transformer,
+    sequences: torch.Tensor | Iterable[torch.Tensor],
+    chunk: int = DEFAULT_CHUNK,
+    batch_size: int | str = 1,
+    compile: bool = False,
 ) -> torch.Tensor:
-    """Mean next-token loss per position, float64 [L-1], over ``sequences`` LongTensor [N, L]."""
-    if sequences.ndim != 2 or sequences.shape[1] < 2:
-        raise ValueError(f"sequences must be [N, L] with L >= 2, got {tuple(sequences.shape)}")
+    """Mean next-token loss per position, float64 [L-1], over ``sequences``: a LongTensor
+    [N, L] or any iterable of LongTensor [L] rows (streamed, ``batch_size`` rows at a time;
+    "auto": as many as the device's free memory holds, ssmax.evals.per_position_loss.auto_batch)."""
+    rows = iter(sequences)
+    first = next(rows, None)
+    if first is None or first.ndim != 1 or first.shape[0] < 2:
+        shape = None if first is None else tuple(first.shape)
+        raise ValueError(f"sequences must be [N, L] rows with L >= 2, got a first row of {shape}")
+    rows = itertools.chain([first], rows)
     was_training = model.training
     model.eval()
-    device = model_device(model)
-    n, length = sequences.shape
+    device, length = model_device(model), first.shape[0]
+    losses = maybe_compile(_summed_losses, compile)
     total = torch.zeros(length - 1, dtype=torch.float64, device=device)
+    n = 0
     try:
         with device_autocast(model):  # bf16 on a GPU; the CPU path is unchanged
-            for start in range(0, n, batch_size):
-                total += _summed_losses(
-                    model, sequences[start : start + batch_size].to(device), chunk
-                )
+            if batch_size == "auto":
+                batch_size = auto_batch(model, length, chunk)
+            while batch := list(itertools.islice(rows, int(batch_size))):
+                ids = torch.stack(batch).to(device, non_blocking=True)
+                total += losses(model, ids, chunk)
+                n += len(batch)
     finally:
         model.train(was_training)
     return (total / n).cpu()
@@ -52,16 +70,31 @@ def per_position_loss(
 
 def _summed_losses(model: Transformer, ids: torch.Tensor, chunk: int) -> torch.Tensor:
     """Next-token losses [L-1] of a batch [b, L], summed over its sequences, float64."""
-    length = ids.shape[1]
+    b, length = ids.shape
     hidden = model.hidden(ids[:, :-1])  # [b, L-1, dim]: the only full-length activation
-    out = torch.empty(length - 1, dtype=torch.float64, device=ids.device)
-    for a in range(0, length - 1, chunk):
-        b = min(a + chunk, length - 1)
-        logits = model.lm_head(hidden[:, a:b])
-        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 -> fp32
-        loss = F.cross_entropy(logits.transpose(1, 2), ids[:, a + 1 : b + 1], reduction="none")
-        out[a:b] = loss.double().sum(0)
-    return out
+    head, step = model.lm_head.weight, max(1, chunk // b)  # positions per chunk
+    parts = []
+    for a in range(0, length - 1, step):
+        z = min(a + step, length - 1)
+        rows = token_losses(hidden[:, a:z].flatten(0, 1), head, ids[:, a + 1 : z + 1].flatten())
+        parts.append(rows.view(b, z - a).double().sum(0))
+    return torch.cat(parts)
+
+
+def auto_batch(model: Transformer, length: int, chunk: int = DEFAULT_CHUNK) -> int:
+    """Sequences of ``length`` tokens per forward pass: on CUDA, what 80% of the free memory
+    holds, from the peak of one measured pass; on the CPU one (batching gained nothing there)."""
+    device = model_device(model)
+    if device.type != "cuda":
+        return 1
+    probe = torch.zeros(1, length, dtype=torch.long, device=device)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    _summed_losses(model, probe, chunk)
+    per_sequence = max(torch.cuda.max_memory_allocated(device) - base, 1)
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(1, min(AUTO_MAX_BATCH, int(0.8 * free // per_sequence)))
 
 
 def loss_at_multiples(

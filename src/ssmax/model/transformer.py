@@ -90,7 +90,9 @@ class Transformer(nn.Module):
     def head_dim(self) -> int:
         return self.cfg.dim // self.cfg.n_heads
 
-    def new_cache(self, batch: int, max_len: int) -> KVCache:
+    def new_cache(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> KVCache:
+        """An empty KV cache; dtype: the weights' unless given (bf16 under CUDA autocast, where
+        keys and values come out of the projections in bf16)."""
         weight = self.tok_emb.weight
         return KVCache(
             self.cfg.n_layers,
@@ -99,7 +101,7 @@ class Transformer(nn.Module):
             self.head_dim,
             max_len,
             device=weight.device,
-            dtype=weight.dtype,
+            dtype=dtype or weight.dtype,
         )
 
     def hidden(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:

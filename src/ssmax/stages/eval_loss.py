@@ -7,15 +7,18 @@ claim that theta x50 alone hurts (a) at short context)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ssmax.compiling import compile_enabled
 from ssmax.data.facts import spec_from_cfg
-from ssmax.data.lm import test_fact_sequences, test_sequences
+from ssmax.data.lm import iter_test_sequences, test_fact_sequences
 from ssmax.data.tokenizer import load_tokenizer
-from ssmax.evals.common import scaled_rope_theta
+from ssmax.evals.common import model_device, prefetch, scaled_rope_theta
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.stages.common import StageContext, load_model
 from ssmax.stages.spec import StageSpec
@@ -23,7 +26,8 @@ from ssmax.tracking import log_metrics
 
 SPEC = StageSpec(
     reads=("seed", "data:lm", "eval.loss"),
-    uses=("model", "variant", "data", "trainer.accelerator"),  # the model: the input's fingerprint
+    # the model: the input's fingerprint; compile and batching change no number beyond rounding
+    uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile"),
 )
 
 
@@ -41,15 +45,23 @@ def run(ctx: StageContext) -> dict[str, Any]:
     model = load_model(cfg, spec["weights"])
     tokenizer = load_tokenizer(cfg.data)
     length = round(train_len * settings.max_multiple) + 1  # + 1: the last position's target
-    sequences = test_sequences(cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed)
+    count = int(settings.sequences)
+
+    def sequences(cut: int = length) -> Iterator[torch.Tensor]:
+        """The test rows, streamed (tokenized ahead of the GPU), each cut to ``cut`` tokens."""
+        rows = iter_test_sequences(cfg.data, tokenizer, length, seed=cfg.seed)
+        return prefetch(row[:cut] for row in itertools.islice(rows, count))
+
+    compiled = compile_enabled(cfg.trainer.compile, model_device(model))
+    loss = lambda rows: per_position_loss(  # noqa: E731
+        model, rows, batch_size=settings.batch_size, compile=compiled
+    )
     planted = None
     if spec_from_cfg(cfg.data.facts).fraction > 0:
-        planted = test_fact_sequences(
-            cfg.data, tokenizer, length, settings.sequences, seed=cfg.seed
-        )
+        planted = test_fact_sequences(cfg.data, tokenizer, length, count, seed=cfg.seed)
     with scaled_rope_theta(model, spec["rope_factor"]):
-        losses = per_position_loss(model, sequences)
-        fact_losses = per_position_loss(model, planted) if planted is not None else None
+        losses = loss(sequences())
+        fact_losses = loss(planted) if planted is not None else None
     at = loss_at_multiples(losses, train_len, multiples)
     out: dict[str, Any] = {
         "loss_at": {str(k): v for k, v in at.items()},
@@ -58,7 +70,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     }
     metrics = {f"eval/loss_at_{k}x": v for k, v in at.items()}
     # The same first N positions with the training theta: what theta x50 alone costs at 1x.
-    base = per_position_loss(model, sequences[:, : train_len + 1]).mean().item()
+    base = loss(sequences(train_len + 1)).mean().item()
     out["base_theta_loss_at_1x"] = metrics["eval/base_theta_loss_at_1x"] = base
     if fact_losses is not None:
         fact_at = loss_at_multiples(fact_losses, train_len, multiples)

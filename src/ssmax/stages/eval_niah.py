@@ -56,7 +56,7 @@ def scaled_theta_evals(
     records = run_niah(
         model, tokenizer, cfg.data, [m * train_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
-        answer_tokens=settings.max_new_tokens,
+        answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
     )  # fmt: skip
     path = ctx.out_dir / "records.jsonl"
     path.write_text("".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records))
@@ -91,7 +91,7 @@ def base_theta_niah(
     records = run_niah(
         model, tokenizer, cfg.data, [m * cfg.data.seq_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
-        answer_tokens=settings.max_new_tokens,
+        answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
     )  # fmt: skip
     _, _, grid = accuracy_grid(records, "full")
     return {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
