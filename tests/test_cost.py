@@ -6,8 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from ssmax.pipeline import measured
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.cost import NodeCost, critical_path_hours, downstream_flops, plan_costs
+from ssmax.pipeline.cost import (
+    NodeCost,
+    critical_path_hours,
+    downstream_flops,
+    per_token,
+    plan_costs,
+)
 from ssmax.pipeline.run import plan
 
 PAPER_N = 162_148_608  # App. A, Table 1 model, variant (a) (conf/model/llama_162m.yaml)
@@ -21,8 +28,16 @@ pytestmark = pytest.mark.slow  # composing the paper DAG's node configs: ~10 s
 def paper(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = tmp_path_factory.mktemp("plan")
     variants = "[b_ssmax,e_swap_after_pretrain,f_switch_during_pretrain,pn_rationale]"  # + (a)
-    base, jobs = plan(["preset=paper", "executor=slurm", "executor/slurm/profile=gpu8",
-                       f"pipeline.variants={variants}", f"paths.output_dir={out}"])  # fmt: skip
+    base, jobs = plan(
+        [
+            "preset=paper",
+            "executor=slurm",
+            "executor/slurm/profile=gpu8",
+            f"pipeline.variants={variants}",
+            f"paths.output_dir={out}",
+            f"cost.measured_file={out}/none.json",
+        ]
+    )  # fmt: skip; the assumed MFU
     return {"base": base, "costs": {c.name: c for c in plan_costs(base, jobs)}}
 
 
@@ -65,9 +80,11 @@ def test_plan_prints_the_dag_and_the_cost_table(tmp_path: Path, capsys) -> None:
     assert main(["plan", "preset=smoke", f"paths.output_dir={tmp_path}"]) == 0
     out = capsys.readouterr().out
     assert "to-run  pretrain/a_softmax/seed0" in out and "nodes: 0 cached" in out
-    assert "H100 SXM, bf16 dense at 40% MFU of 989 TFLOP/s" in out
+    # nothing measured for the smoke model: every kind says what it assumed, every row too
+    for kind in ("training", "Fig. 5 loss", "NIAH"):
+        assert f"  {kind}: assumed 40% MFU of 989 TFLOP/s = 395.6 TFLOP/s" in out
     row = next(line for line in out.splitlines() if line.startswith("pretrain/b_ssmax/seed0 "))
-    assert len(row.split()) == 9  # name, tokens, FLOPs, GPU-h, GPUs, wall and disk (2 words)
+    assert len(row.split()) == 10 and row.split()[4] == "assumed"  # disk is 2 words
     assert next(line for line in out.splitlines() if line.startswith("total "))
     assert "with independent nodes side by side" in out and "shards (data.shards_dir" in out
 
@@ -82,3 +99,61 @@ def test_downstream_flops_orders_the_longest_remaining_path_first(paper: dict) -
     level = downstream_flops(list(paper["costs"].values()))
     first = max(level, key=level.__getitem__)
     assert first == "pretrain/a_softmax/seed0"  # (e) and (f) wait on it as well
+
+
+def test_plan_uses_the_rates_measured_on_the_named_gpu(tmp_path: Path, capsys) -> None:
+    """A measured-throughput file (as `make bench` writes it) sets each kind of node's
+    GPU-hours and is named in the table; another GPU's plan falls back to the assumed MFU."""
+    rates = tmp_path / "throughput.json"
+    common = {"measured": "2026-01-02", "commit": "abc1234", "batch": 4}
+    measured.record(rates, "Test GPU X1 96GB", "smoke", "train", value=2e5, length=64, **common)
+    measured.record(rates, "Test GPU X1 96GB", "smoke", "eval_loss", value=0.5, length=2000,
+                    **common)  # fmt: skip
+    measured.record(rates, "Test GPU X1 96GB", "smoke", "niah", value=0.01, length=256, **common)
+    args = ["preset=smoke", f"paths.output_dir={tmp_path}", f"cost.measured_file={rates}"]
+    base, jobs = plan([*args, "cost.gpu=x1"])
+    costs = {c.name: c for c in plan_costs(base, jobs)}
+    cfg = base  # the smoke preset's model, as (a) has it: (b)'s s adds 1e-5 to the FLOPs
+    train = costs["pretrain/b_ssmax/seed0"]
+    assert train.rate is not None and train.rate.device == "Test GPU X1 96GB"
+    # at the measured sequence length (the smoke preset's own: 64) hours are tokens / rate
+    assert cfg.data.seq_len == 64
+    assert train.gpu_hours(1.0) == pytest.approx(train.tokens / 2e5 / 3600)
+    loss = costs["eval_loss/b_ssmax/seed0"]  # FLOPs at the FLOP/s one 2,000-token pass reached
+    flop_rate = 2000 * per_token(cfg, 2000, training=False)[0] / 0.5
+    assert loss.gpu_hours(1.0) == pytest.approx(loss.flops / flop_rate / 3600, rel=1e-4)
+    assert costs["eval_niah/b_ssmax/seed0"].rate.kind == "niah"
+
+    assert main(["plan", *args, "cost.gpu=x1"]) == 0
+    out = capsys.readouterr().out
+    assert "  training: 200,000 tokens/s at sequence length 64, batch 4 (measured: Test GPU X1 " \
+        "96GB, 2026-01-02, abc1234)" in out  # fmt: skip
+    assert "  Fig. 5 loss: 500.0 ms per sequence of 2,000 tokens" in out
+    assert "  NIAH: 10.0 ms per sample at 256 tokens" in out and "assumed" not in out
+    assert main(["plan", *args, "cost.gpu=H200"]) == 0  # nothing measured on an H200
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("pretrain/b_ssmax/seed0 "))
+    assert "(measured:" not in out and row.split()[4] == "assumed"
+    assert "  training: assumed 40% MFU" in out
+
+
+def test_a_measured_file_that_is_not_json_is_one_line(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "throughput.json"
+    bad.write_text("{not json")
+    code = main(["plan", "preset=smoke", f"paths.output_dir={tmp_path}",
+                 f"cost.measured_file={bad}"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and f"cost.measured_file={bad} is not JSON" in err
+
+
+def test_the_project_file_holds_what_each_rate_needs() -> None:
+    """bench/throughput.json (what `make bench` wrote, or the issue's H100 figures): every
+    entry loads, with its unit, the date and what it was measured on."""
+    data = measured.load()
+    assert data, "bench/throughput.json is missing or empty"
+    for device, models in data.items():
+        for model, kinds in models.items():
+            for kind, entry in kinds.items():
+                assert entry["unit"] == measured.KINDS[kind]
+                rate = measured.lookup(data, device, model, kind)
+                assert rate is not None and rate.value > 0 and rate.measured.startswith("20")

@@ -305,9 +305,12 @@ class PipelineSettings:
 class CostConfig:
     """`plan`'s cost table (ssmax.pipeline.cost); the paper gives no costs."""
 
-    gpu: str = "H100 SXM, bf16 dense"  # the GPU the table is for
+    # the GPU the table is for: measured rates of a device whose name contains it are used
+    gpu: str = "H100"
+    # the measured rates (ssmax.pipeline.measured); null: the project's bench/throughput.json
+    measured_file: str | None = None
     peak_flops: float = rule(989.0e12, gt=0)  # NVIDIA's H100 SXM bf16 dense peak
-    mfu: float = rule(0.40, gt=0, le=1)  # assumed model FLOPs utilisation (measure: bench_step)
+    mfu: float = rule(0.40, gt=0, le=1)  # assumed MFU where nothing was measured
 
 
 @dataclass

@@ -1,9 +1,12 @@
 """What a pipeline will cost, before it runs (`python -m ssmax.pipeline plan`, `make plan`).
 
-Per node and in total: tokens, FLOPs, GPU-hours at ``cost.mfu`` of ``cost.peak_flops`` (the
-named ``cost.gpu``), disk for checkpoints and shards, and wall time with the GPUs the executor
-gives the node (a SLURM profile's nodes x GPUs per stage; in process trainer.devices x
-num_nodes for training, one GPU for an eval).
+Per node and in total: tokens, FLOPs, GPU-hours, disk for checkpoints and shards, and wall time
+with the GPUs the executor gives the node (a SLURM profile's nodes x GPUs per stage; in process
+trainer.devices x num_nodes for training, one GPU for an eval). GPU-hours come from the rates
+`make bench` measured on ``cost.gpu`` for the node's model (ssmax.pipeline.measured: training
+tokens/s, seconds per Fig. 5 sequence, seconds per needle sample), each turned into the FLOP/s it
+reached and applied to the node's FLOPs; where none was measured, from ``cost.mfu`` of
+``cost.peak_flops``, an assumption the table marks as such.
 
 FLOPs per token, PaLM's convention (Chowdhery et al. 2022, App. B; the one bench_step.py
 measures MFU against), N = all parameters, L layers, d width, T the context: training
@@ -22,12 +25,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import model_config, variant_config
 from ssmax.model import count_parameters
+from ssmax.pipeline import measured
 from ssmax.pipeline.run import NodeJob
 
 SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
 BYTES_TRAINING = 4 + 8  # per parameter in last.ckpt: fp32 weights and AdamW's two moments
 BYTES_WEIGHTS = 4  # per parameter in model.pt / model_step<N>.pt
 SHARD_BYTES = 2  # per token in uint16 shards
+RATE_KIND = {"pretrain": "train", "switch": "train", "sft": "train", "eval_loss": "eval_loss",
+             "eval_niah": "niah"}  # fmt: skip
 
 
 @dataclass
@@ -38,9 +44,13 @@ class NodeCost:
     gpus: int
     disk: float  # bytes
     inputs: list[str]
+    kind: str | None = None  # which measured rate applies: train, eval_loss, niah
+    rate: measured.Rate | None = None  # what its GPU-hours come from, where measured
+    flop_rate: float | None = None  # FLOP/s that measurement reached on this node's model
 
     def gpu_hours(self, throughput: float) -> float:
-        return self.flops / throughput / 3600
+        """Hours on one GPU: at the measured FLOP/s where there is one, else at throughput."""
+        return self.flops / (self.flop_rate or throughput) / 3600
 
     def wall_hours(self, throughput: float) -> float:
         return self.gpu_hours(throughput) / max(self.gpus, 1)
@@ -82,6 +92,14 @@ def node_cost(
     return NodeCost(job.name, tokens, flops, gpus(job, cfg) if flops else 0, disk, inputs)
 
 
+def measured_flop_rate(cfg: DictConfig, rate: measured.Rate) -> float:
+    """The FLOP/s a measured rate reached on the node's model: training tokens/s x training
+    FLOPs per token; an eval's items per second x the FLOPs of one item's forward pass."""
+    if rate.kind == "train":
+        return rate.value * per_token(cfg, rate.length, training=True)[0]
+    return rate.length * per_token(cfg, rate.length, training=False)[0] / rate.value
+
+
 def eval_passes(cfg: DictConfig, stage: str) -> list[tuple[int, int]]:
     """(context, number of forward passes over it) of an eval node (decoding steps and the
     copy probe are a rounding error and left out)."""
@@ -118,8 +136,18 @@ def executor_gpus(base: DictConfig) -> Callable[[NodeJob, DictConfig], int]:
 
 
 def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
-    gpus = executor_gpus(base)
-    return [node_cost(job, OmegaConf.create(job.cfg_yaml), gpus) for job in jobs]
+    """Every node's cost, at the rates measured on cost.gpu where the file has them."""
+    gpus, rates = executor_gpus(base), measured.load(base.cost.measured_file)
+    costs = []
+    for job in jobs:
+        cfg = OmegaConf.create(job.cfg_yaml)
+        cost = node_cost(job, cfg, gpus)
+        cost.kind = RATE_KIND.get(job.module) if cost.flops else None
+        if cost.kind:
+            cost.rate = measured.lookup(rates, base.cost.gpu, cfg.model.name, cost.kind)
+            cost.flop_rate = measured_flop_rate(cfg, cost.rate) if cost.rate else None
+        costs.append(cost)
+    return costs
 
 
 def critical_path_hours(costs: list[NodeCost], throughput: float) -> float:
@@ -151,17 +179,18 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         where = (f"executor={base.executor.kind}: trainer.devices x num_nodes; a cluster: "
                  "executor=slurm executor/slurm/profile=<name>")  # fmt: skip
     lines = [
-        f"\ncost: {c.gpu} at {float(c.mfu):.0%} MFU of {float(c.peak_flops) / 1e12:,.0f} "
-        f"TFLOP/s = {throughput / 1e12:,.1f} TFLOP/s per GPU; wall time with the GPUs of {where}",
+        f"\ncost on {c.gpu}; wall time with the GPUs of {where}",
+        *rate_lines(base, costs, throughput),
         "FLOPs/token: training 6N + 12 L d T, forward 2N + 4 L d T (PaLM's convention)",
-        f"{'node':<42} {'tokens':>9} {'FLOPs':>9} {'GPU-h':>10} {'GPUs':>4} "
+        f"{'node':<42} {'tokens':>9} {'FLOPs':>9} {'GPU-h':>10} {'basis':>8} {'GPUs':>4} "
         f"{'wall':>8} {'disk':>8}",
     ]
     for n in costs:
         if n.flops or n.disk:
+            basis = "-" if not n.flops else "measured" if n.rate else "assumed"
             lines.append(
                 f"{n.name:<42} {_count(n.tokens):>9} {n.flops:>9.2e} "
-                f"{_hours(n.gpu_hours(throughput)):>10} {n.gpus:>4} "
+                f"{_hours(n.gpu_hours(throughput)):>10} {basis:>8} {n.gpus:>4} "
                 f"{_duration(n.wall_hours(throughput)):>8} {_bytes(n.disk):>8}"
             )
     tokens, flops = sum(n.tokens for n in costs), sum(n.flops for n in costs)
@@ -169,7 +198,7 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     sequential = sum(n.wall_hours(throughput) for n in costs)
     read = max((n.tokens for n in costs if n.name.startswith("pretrain/")), default=0)
     lines += [
-        f"{'total':<42} {_count(tokens):>9} {flops:>9.2e} {_hours(gpu_h):>10} {'':>4} "
+        f"{'total':<42} {_count(tokens):>9} {flops:>9.2e} {_hours(gpu_h):>10} {'':>8} {'':>4} "
         f"{_duration(sequential):>8} {_bytes(sum(n.disk for n in costs)):>8}",
         f"wall: {_duration(sequential)} one node after another, "
         f"{_duration(critical_path_hours(costs, throughput))} with independent nodes side by "
@@ -179,6 +208,24 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         "per token of it (SlimPajama-627B train: ~1.25 TB)",
     ]
     return "\n".join(lines)
+
+
+def rate_lines(base: DictConfig, costs: list[NodeCost], throughput: float) -> list[str]:
+    """Where each kind of node's GPU-hours come from: a measured rate (what, when, on what)
+    or the assumed MFU."""
+    c, lines = base.cost, []
+    for kind, label in (("train", "training"), ("eval_loss", "Fig. 5 loss"), ("niah", "NIAH")):
+        nodes = [n for n in costs if n.kind == kind]
+        rates = {n.rate for n in nodes if n.rate}
+        for rate in sorted(rates, key=lambda r: r.device):
+            lines.append(f"  {label}: {rate.describe()}")
+        if any(n.rate is None for n in nodes):
+            lines.append(
+                f"  {label}: assumed {float(c.mfu):.0%} MFU of {float(c.peak_flops) / 1e12:,.0f} "
+                f"TFLOP/s = {throughput / 1e12:,.1f} TFLOP/s (nothing measured for {c.gpu} and "
+                f"this model in {measured.resolve(c.measured_file).name}: `make bench` on one)"
+            )
+    return lines
 
 
 def _count(x: float) -> str:
