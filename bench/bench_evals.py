@@ -5,6 +5,10 @@
    quadratic.
 2. Greedy decoding with the KV cache against re-running the full context for every new token,
    at 8x the training length: goal >= 5x faster.
+3. On a GPU (instead of 1 and 2), the evals as the pipeline runs them on the preset's model
+   (bf16, batch auto, trainer.compile): ms per Fig. 5 sequence of eval.loss.max_multiple x N + 1
+   tokens (goal at paper scale <= 100 ms per 20,001 tokens) and ms per NIAH sample at 8x N (goal
+   <= 10 ms), both written to bench/throughput.json for `plan` (--no-record: not).
 
 Usage: python bench/bench_evals.py [--preset tiny] [--train-len 1024] [--vocab 50257]
 """
@@ -20,10 +24,12 @@ import time
 
 import torch
 
+from ssmax.compiling import compile_enabled
 from ssmax.config import compose, model_config, variant_config
-from ssmax.evals.niah import greedy_decode
-from ssmax.evals.per_position_loss import per_position_loss
+from ssmax.evals.niah import greedy_decode, greedy_decode_batch, niah_batch
+from ssmax.evals.per_position_loss import auto_batch, per_position_loss
 from ssmax.model import Transformer
+from ssmax.pipeline import measured
 
 
 def build(preset: str, variant: str, vocab: int | None, train_len: int) -> Transformer:
@@ -74,6 +80,7 @@ def main() -> None:
     parser.add_argument("--train-len", type=int, default=1024)
     parser.add_argument("--vocab", type=int, default=50257, help="GPT-2 size: chunking matters")
     parser.add_argument("--new-tokens", type=int, default=8)
+    parser.add_argument("--no-record", action="store_true", help="do not write throughput.json")
     parser.add_argument("--child-length", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_length:
@@ -81,6 +88,9 @@ def main() -> None:
         return
 
     print(f"preset={args.preset} variant={args.variant} N={args.train_len} vocab={args.vocab}")
+    if torch.cuda.is_available():  # [1] and [2] are CPU checks: minutes on the paper model
+        gpu_rates(args)
+        return
     print("\n[1] per-position loss: peak RSS growth (fresh process per length)")
     base = None
     for k in (1, 5, 10, 20):
@@ -104,6 +114,50 @@ def main() -> None:
         f"KV cache {with_cache:.2f} s, full re-run {without:.2f} s -> "
         f"{without / with_cache:.1f}x faster (goal >= 5x)"
     )
+    print("\n[3] GPU eval rates: NOT MEASURED (no CUDA device on this machine)")
+
+
+def gpu_rates(args: argparse.Namespace) -> None:
+    """ms per Fig. 5 sequence and per NIAH sample on the preset's own model and lengths."""
+    from bench_step import git_commit, today  # the same provenance as the training rate
+
+    cfg = compose(f"preset={args.preset}", "variant=b_ssmax")
+    torch.manual_seed(0)
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len).cuda().eval()
+    name, n = torch.cuda.get_device_name(), cfg.data.seq_len
+    compiled = compile_enabled(cfg.trainer.compile, "cuda")
+    length = round(n * float(cfg.eval.loss.max_multiple)) + 1
+    batch = auto_batch(model, length)
+    seqs = torch.randint(0, model.cfg.vocab_size, (3 * batch, length))
+    per_position_loss(model, seqs[:batch], batch_size=batch, compile=compiled)  # compile, warm
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    per_position_loss(model, seqs[batch:], batch_size=batch, compile=compiled)
+    torch.cuda.synchronize()
+    loss_s = (time.perf_counter() - start) / (2 * batch)
+    context, samples = 8 * n, 64
+    prompts = torch.randint(1, model.cfg.vocab_size, (2 * samples, context - 8)).tolist()
+    step = niah_batch(model, "auto", samples)
+    greedy_decode_batch(model, prompts[:step], 8, eos_id=0)  # warm
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for a in range(samples, 2 * samples, step):
+        greedy_decode_batch(model, prompts[a : a + step], 8, eos_id=0)
+    torch.cuda.synchronize()
+    niah_s = (time.perf_counter() - start) / samples
+    print(f"\n[3] {name}, {cfg.model.name}, bf16, compile={compiled}")
+    print(f"    per-position loss: {loss_s * 1e3:.1f} ms per sequence of {length:,} tokens "
+          f"(batch {batch}; paper-scale goal <= 100 ms)")  # fmt: skip
+    print(f"    NIAH: {niah_s * 1e3:.1f} ms per sample at {context:,} tokens (batch {step}; "
+          "goal <= 10 ms)")  # fmt: skip
+    if not args.no_record:
+        common = {"measured": today(), "commit": git_commit()}
+        how = f"bench_evals.py: bf16, compile={compiled}, torch {torch.__version__}"
+        measured.record(None, name, cfg.model.name, "eval_loss", value=loss_s, length=length,
+                        batch=batch, how=how, **common)  # fmt: skip
+        measured.record(None, name, cfg.model.name, "niah", value=niah_s, length=context,
+                        batch=step, how=how + ", 8 new tokens", **common)  # fmt: skip
+        print(f"    recorded in {measured.DEFAULT_FILE}")
 
 
 if __name__ == "__main__":

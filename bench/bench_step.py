@@ -1,9 +1,14 @@
 """Training-step benchmarks, measured in one process on one model and batch.
 
-1. The Lightning training step against a bare PyTorch loop doing the same work
-   (AdamW, LR schedule, gradient clipping): throughput ratio, goal >= 0.95.
+1. The Lightning training step against a bare PyTorch loop doing the same work (the module's
+   own loss: chunked LM head + cross-entropy, compiled with the model under trainer.compile;
+   AdamW, LR schedule, gradient clipping; bf16 autocast in both on a GPU): throughput ratio,
+   goal >= 0.95.
 2. Each SSMax variant's step against softmax on the bare loop: time ratio, goal <= 1.03.
-3. On a GPU: tokens/s and MFU against the chip's bf16 peak (bf16, flash SDPA, torch.compile).
+3. On a GPU: the pipeline's training path (Lightning, bf16-mixed, trainer.compile, chunked loss,
+   fused AdamW, the preset's micro-batch): tokens/s and MFU against the chip's bf16 peak for (a)
+   and (b), and (b)/(a). (a)'s tokens/s is written to bench/throughput.json for `plan`
+   (--no-record: not).
 
 Rounds alternate between the contenders so that drift of a shared machine hits both; the
 median of per-round ratios is printed. Usage: python bench/bench_step.py [--preset tiny]
@@ -12,19 +17,24 @@ median of per-round ratios is printed. Usage: python bench/bench_step.py [--pres
 from __future__ import annotations
 
 import argparse
+import datetime
 import logging
 import statistics
+import subprocess
 import time
 import warnings
+from contextlib import nullcontext
 
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from ssmax.compiling import compile_enabled
 from ssmax.config import compose as make_cfg
 from ssmax.config import model_config, variant_config
-from ssmax.lit.module import LitLM, lm_loss
+from ssmax.lit.module import LitLM
 from ssmax.model import count_parameters
+from ssmax.pipeline import measured
 from ssmax.variants import by_letter, facts, names
 
 # Every variant that trains its own attention law from scratch (the others reuse one's weights),
@@ -45,26 +55,36 @@ class FixedBatches(Dataset):
         return self.batch
 
 
-def make_lit(cfg, variant: str, steps: int) -> LitLM:  # noqa: ANN001
+def make_lit(cfg, variant: str, steps: int, compile: bool = False) -> LitLM:  # noqa: ANN001
     torch.manual_seed(0)
     c = make_cfg(f"preset={cfg.preset.name}", f"variant={variant}")
     optim = dict(c.trainer.pretrain)
-    return LitLM(model_config(c), variant_config(c), c.data.seq_len, "pretrain", optim, steps, 10)
+    return LitLM(
+        model_config(c), variant_config(c), c.data.seq_len, "pretrain", optim, steps, 10,
+        compile=compile, loss_chunk=c.trainer.loss_chunk,
+    )  # fmt: skip
 
 
 def bare_loop(lit: LitLM, batch: dict[str, torch.Tensor], steps: int, warmup: int) -> float:
-    """Seconds per step of a hand-written loop with the module's own optimizer and schedule."""
-    model, clip = lit.model.to(batch["input_ids"].device), lit.optim["grad_clip"]
+    """Seconds per step of a hand-written loop with the module's own loss (compiled or not, as
+    the module was built), optimizer and schedule; bf16 autocast on a GPU, as Lightning's
+    bf16-mixed."""
+    device = batch["input_ids"].device
+    lit.to(device)  # the LightningModule's device: configure_optimizers fuses AdamW on CUDA
+    clip = lit.optim["grad_clip"]
     opt_cfg = lit.configure_optimizers()
     optimizer, schedule = opt_cfg["optimizer"], opt_cfg["lr_scheduler"]["scheduler"]
+    cuda = device.type == "cuda"
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else nullcontext()
     for i in range(warmup + steps):
         if i == warmup:
             sync()
             start = time.perf_counter()
-        loss = lm_loss(model(batch["input_ids"]), batch["labels"], "pretrain")
+        with autocast:
+            loss = lit.train_loss(batch["input_ids"], batch["labels"])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        torch.nn.utils.clip_grad_norm_(lit.model.parameters(), clip)
         optimizer.step()
         schedule.step()
     sync()
@@ -125,73 +145,99 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=5, help="steps not timed (compiling)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--no-record", action="store_true", help="do not write throughput.json")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning").setLevel(logging.ERROR)
     cfg = make_cfg(f"preset={args.preset}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    compiled = compile_enabled(cfg.trainer.compile, device)
     batch = fixed_batch(cfg, args.batch_size or cfg.trainer.pretrain.batch_size, device)
-    n_tokens = batch["input_ids"].numel()
     print(
         f"preset={args.preset} device={device} batch={tuple(batch['input_ids'].shape)} "
-        f"steps={args.steps} warmup={args.warmup} rounds={args.rounds}"
+        f"steps={args.steps} warmup={args.warmup} rounds={args.rounds} compile={compiled}"
     )
 
     total = args.warmup + args.steps
     bare, lit = [], []
     for r in range(args.rounds):  # alternate which goes first
         run_bare = lambda: bare.append(  # noqa: E731
-            bare_loop(make_lit(cfg, SOFTMAX, total), batch, args.steps, args.warmup)
+            bare_loop(make_lit(cfg, SOFTMAX, total, compiled), batch, args.steps, args.warmup)
         )
         run_lit = lambda: lit.append(  # noqa: E731
-            lightning_loop(make_lit(cfg, SOFTMAX, total), batch, args.steps, args.warmup)
+            lightning_loop(make_lit(cfg, SOFTMAX, total, compiled), batch, args.steps, args.warmup)
         )
         for run in (run_bare, run_lit) if r % 2 == 0 else (run_lit, run_bare):
             run()
     ratio = median_ratio(bare, lit)
     print(
-        f"\n[1] Lightning step vs bare PyTorch loop (variant a): throughput ratio "
-        f"{ratio:.3f} (goal >= 0.95); median step bare {statistics.median(bare) * 1e3:.1f} ms, "
-        f"lightning {statistics.median(lit) * 1e3:.1f} ms"
+        f"\n[1] Lightning step vs bare PyTorch loop (variant a, the same loss, precision and "
+        f"compile): throughput ratio {ratio:.3f} (goal >= 0.95); median step bare "
+        f"{statistics.median(bare) * 1e3:.1f} ms, lightning {statistics.median(lit) * 1e3:.1f} ms"
     )
 
     print("\n[2] Variant step time / softmax step time (bare loop; goal <= 1.03)")
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for r in range(args.rounds):
         for v in VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]:
-            times[v].append(bare_loop(make_lit(cfg, v, total), batch, args.steps, args.warmup))
+            lit_v = make_lit(cfg, v, total, compiled)
+            times[v].append(bare_loop(lit_v, batch, args.steps, args.warmup))
     for v in VARIANTS[1:]:
         print(f"    {v:<18} {median_ratio(times[v], times[SOFTMAX]):.3f}")
 
     if device == "cuda":
-        gpu_report(cfg, batch, n_tokens, args)
+        gpu_report(cfg, batch, args, compiled)
     else:
         print("\n[3] GPU tokens/s and MFU: NOT MEASURED (no CUDA device on this machine)")
 
 
-def gpu_report(cfg, batch, n_tokens: int, args) -> None:  # noqa: ANN001
-    """tokens/s and MFU (6 N FLOPs per token plus attention) with bf16 autocast, the flash
-    SDPA kernel and torch.compile."""
+def gpu_report(cfg, batch, args, compiled: bool) -> None:  # noqa: ANN001
+    """The pipeline's training path on this GPU: tokens/s and MFU (6N + 12 L d T FLOPs per
+    token) of (a) and (b) in alternating rounds; (a)'s median is recorded for `plan`."""
     name = torch.cuda.get_device_name()
     peak = next((v for k, v in BF16_PEAK.items() if k in name), None)
     n_params = count_parameters(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
     m = cfg.model
     flops_per_token = 6 * n_params + 12 * m.n_layers * m.dim * cfg.data.seq_len
-    print(f"\n[3] GPU {name}: bf16 autocast, flash SDPA, torch.compile")
-    for variant in (SOFTMAX, SSMAX):
-        lit = make_lit(cfg, variant, 10**6)
-        lit.model = torch.compile(lit.model.cuda())
-        with (
-            torch.autocast("cuda", dtype=torch.bfloat16),
-            torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION),
-        ):
-            step = bare_loop(lit, batch, args.steps, args.warmup)
-        tps = n_tokens / step
+    n_tokens = batch["input_ids"].numel()
+    print(f"\n[3] {name}: Lightning bf16-mixed, compile={compiled}, chunked loss, fused AdamW")
+    total = args.warmup + args.steps
+    steps: dict[str, list[float]] = {SOFTMAX: [], SSMAX: []}
+    for r in range(max(2, args.rounds // 2)):
+        for v in (SOFTMAX, SSMAX) if r % 2 == 0 else (SSMAX, SOFTMAX):
+            lit = make_lit(cfg, v, total, compiled)
+            steps[v].append(lightning_loop(lit, batch, args.steps, args.warmup))
+    for v, times in steps.items():
+        tps = n_tokens / statistics.median(times)
         mfu = f"{tps * flops_per_token / peak:.1%}" if peak else "unknown peak"
-        print(f"    {variant:<10} {tps:,.0f} tokens/s  MFU {mfu}")
+        print(f"    {v:<10} {tps:,.0f} tokens/s  MFU {mfu}  peak {peak_gib():.1f} GiB")
+    print(f"    (b)/(a) step time {median_ratio(steps[SSMAX], steps[SOFTMAX]):.3f} (goal <= 1.03)")
+    if not args.no_record:
+        tps = n_tokens / statistics.median(steps[SOFTMAX])
+        how = (f"bench_step.py: Lightning bf16-mixed, compile={compiled}, loss chunk "
+               f"{cfg.trainer.loss_chunk}, fused AdamW, torch {torch.__version__}")  # fmt: skip
+        measured.record(
+            None, name, cfg.model.name, "train", value=round(tps), length=cfg.data.seq_len,
+            batch=batch["input_ids"].shape[0], measured=today(), commit=git_commit(), how=how,
+        )  # fmt: skip
+        print(f"    recorded in {measured.DEFAULT_FILE}")
+
+
+def peak_gib() -> float:
+    return torch.cuda.max_memory_allocated() / 2**30
+
+
+def today() -> str:
+    return datetime.date.today().isoformat()
+
+
+def git_commit() -> str:
+    """The checkout's short commit ("" outside a git checkout)."""
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else ""
 
 
 if __name__ == "__main__":
