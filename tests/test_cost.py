@@ -157,3 +157,29 @@ def test_the_project_file_holds_what_each_rate_needs() -> None:
                 assert entry["unit"] == measured.KINDS[kind]
                 rate = measured.lookup(data, device, model, kind)
                 assert rate is not None and rate.value > 0 and rate.measured.startswith("20")
+
+
+def test_gpu1_is_the_paper_cut_to_one_gpu_day(tmp_path: Path) -> None:
+    """gpu1: the paper preset's model, data, tokenizer, length and evals; each cut names a key
+    whose value differs from the paper's and is shown in the report's settings; one seed of the
+    whole pipeline at the rates measured on an H100 (bench/throughput.json) <= 24 GPU-hours."""
+    from omegaconf import OmegaConf
+
+    from ssmax.config import compose
+    from ssmax.report.build import settings_from_cfg
+
+    base, jobs = plan(["preset=gpu1", f"paths.output_dir={tmp_path}"])
+    paper_cfg = compose("preset=paper", f"paths.output_dir={tmp_path}")
+    for key in ("model", "data", "eval.niah.context_multiples", "eval.niah.depths",
+                "eval.loss.max_multiple", "eval.needle_scores", "trainer.pretrain.global_batch",
+                "trainer.pretrain.lr", "trainer.sft.global_batch"):  # fmt: skip
+        assert OmegaConf.select(base, key) == OmegaConf.select(paper_cfg, key), key
+    details = settings_from_cfg(base).details
+    assert base.preset.cuts, "gpu1 states its cuts"
+    for key, paper in base.preset.cuts.items():
+        here = OmegaConf.select(base, key)
+        assert here is not None and here != OmegaConf.select(paper_cfg, key), key
+        assert details[f"cut: {key}"] == f"{here} here; {paper}"
+    costs = plan_costs(base, jobs)
+    assert all(c.rate is not None for c in costs if c.flops)  # every number measured on an H100
+    assert sum(c.gpu_hours(1.0) for c in costs) <= 24

@@ -45,6 +45,9 @@ def items(*values: Any) -> Any:
 class PresetConfig:
     name: str = MISSING  # the preset's name (conf/preset/<name>.yaml)
     model: str = MISSING  # the model option it expects (validate: model=... must match)
+    # key -> the paper's value and section, for every setting a reduced preset cuts (the report
+    # prints them beside this run's values)
+    cuts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

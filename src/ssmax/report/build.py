@@ -32,6 +32,8 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
     details |= trained_on(cfg.data)
     for name, block in cfg.eval.items():
         details[f"eval.{name}"] = json.dumps(OmegaConf.to_container(block, resolve=True))
+    for key, paper in (cfg.preset.get("cuts") or {}).items():  # a reduced preset's cuts
+        details[f"cut: {key}"] = f"{OmegaConf.select(cfg, key)} here; {paper}"
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
                     details, with_starts(list(cfg.pipeline.variants)))  # fmt: skip
 

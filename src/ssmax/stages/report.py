@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
     from ssmax.stages.common import StageContext
 
 SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants"),
-                 uses=("model", "data", "trainer.pretrain.max_steps", "pipeline.rope_factor",
-                       "eval"))  # shown in the report's settings  # fmt: skip
+                 uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
+                       "eval"))  # shown in the report's settings, a preset's cuts too  # fmt: skip
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
