@@ -56,6 +56,18 @@ def test_batched_and_streamed_equal_one_at_a_time(variant: str) -> None:
             torch.testing.assert_close(got, one, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow  # inductor compiles the forward on the CPU: ~20 s
+def test_compiled_equals_eager() -> None:
+    """trainer.compile's eval path (model, head and loss under torch.compile) gives the eager
+    numbers to float32 rounding, batches of 2 then a short one of 1 included."""
+    model = tiny_model("b_ssmax", seed=6).float()
+    seqs = torch.randint(0, model.cfg.vocab_size, (3, 150))
+    with scaled_rope_theta(model, 50.0):
+        eager = per_position_loss(model, seqs, chunk=64, batch_size=2)
+        compiled = per_position_loss(model, seqs, chunk=64, batch_size=2, compile=True)
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)
+
+
 def test_rejects_rows_too_short() -> None:
     with pytest.raises(ValueError, match="L >= 2"):
         per_position_loss(tiny_model("a_softmax"), torch.zeros(2, 1, dtype=torch.long))
