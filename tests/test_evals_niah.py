@@ -17,6 +17,7 @@ from ssmax.evals.haystack import (
     CITIES,
     NEEDLE,
     QUESTION,
+    TailSizes,
     build_sample,
     random_needle,
     take_haystack,
@@ -77,6 +78,32 @@ def test_prompt_length_and_needle_depth(
         hay = before + len(tokenizer.encode(rest))
         assert before / hay == pytest.approx(depth, abs=0.025 + 4 / context)
         assert abs(s.needle_start - before) <= 1
+
+
+@pytest.mark.parametrize("kind", ["bpe", "gpt2"])
+def test_tail_sizes_equal_encoding_the_whole_text(
+    data_cfg: DictConfig, tokenizer: Tokenizer, shared_cache: Path, kind: str
+) -> None:
+    """The prompt fit's token counts (summed over pieces cut between words) equal encoding the
+    whole prompt, at every tail length tried: prose, odd spacing, digits, non-ASCII letters."""
+    if kind == "gpt2":
+        cfg = make_cfg("data.tokenizer=gpt2", "data.vocab_size=50257",
+                       f"paths.cache_dir={shared_cache}")  # fmt: skip
+        tokenizer = load_tokenizer(cfg.data)
+    texts = test_texts(data_cfg, seed=4)
+    odd = " Ünïcödé wörds  and   spaces,\tdigits 1234 it's don't  Zürich café naïve 東京 x y"
+    tail = take_haystack(texts, tokenizer, 600) + odd * 3 + take_haystack(texts, tokenizer, 200)
+    head = "Some context ends here. The special magic Tokyo number is: 8106422. "
+    post = "\n\nQuestion: What is the special magic Tokyo number?\nAnswer:"
+
+    def count(texts: list[str]) -> list[int]:
+        return [len(tokenizer.encode(t)) for t in texts]
+
+    sizes = TailSizes(count, head, tail, post, stride=1)  # every cut between words
+    assert len(sizes.cuts) > 50
+    rng = random.Random(0)
+    for c in [1, 2, 3, len(tail), *rng.sample(range(len(tail)), 300)]:
+        assert sizes(c) == len(tokenizer.encode(head + tail[:c] + post)), c
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,9 @@ class GPT2Tokenizer(Tokenizer):
         self.vocab_size = self._enc.n_vocab
         self.eos_id = self._enc.eot_token
 
+    def encode(self, text: str) -> list[int]:  # the batch call starts a thread pool each time
+        return self._enc.encode_ordinary(text)
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return self._enc.encode_ordinary_batch(texts)
 

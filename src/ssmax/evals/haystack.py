@@ -17,17 +17,20 @@ test), asked for in the SFT prompt format. Choices where the paper is silent:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ssmax.data.needle import CITIES, NEEDLE, QUESTION
-from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids
+from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids, prompt_text
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.spans import char_to_token
 
 ANSWER_TOKENS = 8  # " " + 7 digits is 8 bytes: <= 8 tokens under any byte-level BPE
+SPLIT = "\x00"  # marks where the tail goes in the prompt text (no prompt holds a NUL)
 
 
 @dataclass
@@ -75,22 +78,71 @@ def _word_end(text: str) -> int:
     return match.end() if match else len(text)
 
 
+def word_cuts(text: str) -> list[int]:
+    """Indices of the single spaces between two letters: there the GPT-2 pre-tokenizer (tiktoken's
+    gpt2 and the embedded BPE's ByteLevel regex alike) ends one piece and starts the next
+    (" ?\\p{L}+" keeps the space with the next word), and BPE never merges across pieces, so
+    the token count of a text is the sum of its parts' counts cut there."""
+    return [
+        i
+        for i in range(1, len(text) - 1)
+        if text[i] == " " and text[i - 1].isalpha() and text[i + 1].isalpha()
+    ]
+
+
+class TailSizes:
+    """size(c): the token count of head + tail[:c] + post, with one short encode per call.
+
+    The tail is encoded once in pieces (cut at every ``stride``-th of word_cuts, counts summed),
+    so a count is head + tail up to the last cut before c (known) + the rest of tail[:c] and post
+    (a few dozen words, encoded); c at or before the first cut encodes the whole text. Equal to
+    encoding the whole text, by the additivity in word_cuts (tests/test_evals_niah.py checks
+    it against full encodes)."""
+
+    def __init__(
+        self, count: Callable[[list[str]], list[int]], head: str, tail: str, post: str,
+        stride: int = 32,
+    ) -> None:  # fmt: skip
+        self.count, self.head, self.tail, self.post = count, head, tail, post
+        self.cuts = word_cuts(tail)[::stride]
+        if self.cuts:
+            bounds = [*self.cuts, len(tail)]
+            pieces = [head + tail[: bounds[0]]]
+            pieces += [tail[a:b] for a, b in itertools.pairwise(bounds)]
+            self.before = list(itertools.accumulate(count(pieces)))  # tokens up to cut k
+
+    def __call__(self, c: int) -> int:
+        k = bisect.bisect_left(self.cuts, c - 1) - 1  # the last cut with a letter after it
+        if k < 0:  # no cut inside tail[:c]
+            return self.count([self.head + self.tail[:c] + self.post])[0]
+        return self.before[k] + self.count([self.tail[self.cuts[k] : c] + self.post])[0]
+
+
 def _fit_tail(
-    encode: Callable[[str], list[int]], before: str, needle: str, after: str, n_prompt: int
-) -> int | None:
-    """Tail length c (characters of ``after``) giving exactly n_prompt tokens, else None."""
+    tokenizer: Tokenizer, text: Callable[[str], str], before: str, needle: str, after: str,
+    n_prompt: int,
+) -> int | None:  # fmt: skip
+    """Tail length c (characters of ``after``) whose prompt text(context) is exactly n_prompt
+    tokens, context = before + needle (+ " " + after[:c] when c > 0); else None."""
 
-    def size(c: int) -> int:
-        return len(encode(_context(before, needle, after, c)))
+    def count(texts: list[str]) -> list[int]:
+        if len(texts) == 1:
+            return [len(tokenizer.encode(texts[0]))]
+        return [len(ids) for ids in tokenizer.encode_batch(texts)]
 
-    if size(0) > n_prompt:
+    if count([text(before + needle)])[0] > n_prompt:
         return None
+    head, post = text(before + needle + " " + SPLIT).split(SPLIT)
+    size = TailSizes(count, head, after, post)
     lo, hi = 0, len(after)  # largest c with size(c) <= n_prompt
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if size(mid) <= n_prompt else (lo, mid - 1)
     # token counts are not strictly monotone in c: look just past lo for an exact fit
-    return next((c for c in range(lo, min(lo + 64, len(after) + 1)) if size(c) == n_prompt), None)
+    if lo == 0 and count([text(before + needle)])[0] == n_prompt:
+        return 0
+    return next((c for c in range(max(lo, 1), min(lo + 64, len(after) + 1))
+                 if size(c) == n_prompt), None)  # fmt: skip
 
 
 def build_sample(
@@ -111,6 +163,9 @@ def build_sample(
     def encode(context: str) -> list[int]:
         return prompt_ids(tokenizer, context, question, template)
 
+    def text(context: str) -> str:
+        return prompt_text(context, question, template)
+
     budget = n_prompt - len(encode(needle))  # haystack tokens to add
     hay_ids = tokenizer.encode(haystack)
     if budget < 1 or len(hay_ids) < budget + 16:
@@ -120,7 +175,7 @@ def build_sample(
     point = _insertion_point(haystack, head, round(snap * fits), fits)
     before, after = haystack[:point], haystack[point:]
     for _ in range(16):
-        c = _fit_tail(encode, before, needle, after, n_prompt)
+        c = _fit_tail(tokenizer, text, before, needle, after, n_prompt)
         if c is not None:
             break
         # No tail length hits n_prompt exactly (BPE counts can jump by 2): drop a leading word
