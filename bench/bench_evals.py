@@ -137,7 +137,7 @@ def gpu_rates(args: argparse.Namespace) -> None:
     loss_s = (time.perf_counter() - start) / (2 * batch)
     context, samples = 8 * n, 64
     prompts = torch.randint(1, model.cfg.vocab_size, (2 * samples, context - 8)).tolist()
-    step = niah_batch(model, "auto", samples)
+    step = niah_batch(model, "auto", samples, context)
     greedy_decode_batch(model, prompts[:step], 8, eos_id=0)  # warm
     torch.cuda.synchronize()
     start = time.perf_counter()

@@ -79,12 +79,20 @@ def greedy_decode_batch(
     return torch.cat(out, dim=1).tolist()  # one device-to-host copy at the end
 
 
-def niah_batch(model: Transformer, setting: int | str, samples: int) -> int:
-    """Prompts decoded together: eval.niah.batch_size, or auto (a cell at once on a GPU, up to
-    AUTO_MAX_BATCH; one at a time on the CPU, where batching gained nothing)."""
+def niah_batch(model: Transformer, setting: int | str, samples: int, context: int) -> int:
+    """Prompts decoded together: eval.niah.batch_size, or auto: on a GPU a cell at once, up to
+    AUTO_MAX_BATCH and to what 80% of the free memory holds at 3x the bf16 KV cache of one
+    prompt of ``context`` tokens (room for the prefill's activations); one at a time on the
+    CPU, where batching gained nothing."""
     if setting != "auto":
         return int(setting)
-    return min(samples, AUTO_MAX_BATCH) if model_device(model).type == "cuda" else 1
+    device = model_device(model)
+    if device.type != "cuda":
+        return 1
+    cfg = model.cfg
+    per_prompt = 3 * 2 * cfg.n_layers * context * cfg.dim * 2  # keys and values, bf16, x3
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(1, min(samples, AUTO_MAX_BATCH, int(0.8 * free // per_prompt)))
 
 
 def score_answer(answer: str, number: str) -> str:
@@ -113,9 +121,9 @@ def run_niah(
     then decoded ``batch_size`` at a time (niah_batch)."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
     template = data_cfg.sft_prompt
-    step = niah_batch(model, batch_size, samples_per_cell)
     records = []
     for context in context_sizes:
+        step = niah_batch(model, batch_size, samples_per_cell, context)
         for depth in depths:
             cell = []
             for _ in range(samples_per_cell):

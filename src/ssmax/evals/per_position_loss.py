@@ -81,9 +81,11 @@ def _summed_losses(model: Transformer, ids: torch.Tensor, chunk: int) -> torch.T
     return torch.cat(parts)
 
 
+@torch.no_grad()
 def auto_batch(model: Transformer, length: int, chunk: int = DEFAULT_CHUNK) -> int:
     """Sequences of ``length`` tokens per forward pass: on CUDA, what 80% of the free memory
-    holds, from the peak of one measured pass; on the CPU one (batching gained nothing there)."""
+    holds, from the peak of one measured pass (bf16 autocast, as the eval runs); on the CPU one
+    (batching gained nothing there)."""
     device = model_device(model)
     if device.type != "cuda":
         return 1
@@ -91,7 +93,8 @@ def auto_batch(model: Transformer, length: int, chunk: int = DEFAULT_CHUNK) -> i
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
-    _summed_losses(model, probe, chunk)
+    with device_autocast(model):
+        _summed_losses(model, probe, chunk)
     per_sequence = max(torch.cuda.max_memory_allocated(device) - base, 1)
     free, _ = torch.cuda.mem_get_info(device)
     return max(1, min(AUTO_MAX_BATCH, int(0.8 * free // per_sequence)))
