@@ -7,8 +7,8 @@
 2. Each SSMax variant's step against softmax on the bare loop: time ratio, goal <= 1.03.
 3. On a GPU: the pipeline's training path (Lightning, bf16-mixed, trainer.compile, chunked loss,
    fused AdamW, the preset's micro-batch): tokens/s and MFU against the chip's bf16 peak for (a)
-   and (b), and (b)/(a). (a)'s tokens/s is written to bench/throughput.json for `plan`
-   (--no-record: not).
+   and (b), and (b)/(a); the bare loop's beside them. (a)'s tokens/s is written to
+   bench/throughput.json for `plan` (--no-record: not).
 
 Rounds alternate between the contenders so that drift of a shared machine hits both; the
 median of per-round ratios is printed. Usage: python bench/bench_step.py [--preset tiny]
@@ -210,10 +210,12 @@ def gpu_report(cfg, batch, args, compiled: bool) -> None:  # noqa: ANN001
         for v in (SOFTMAX, SSMAX) if r % 2 == 0 else (SSMAX, SOFTMAX):
             lit = make_lit(cfg, v, total, compiled)
             steps[v].append(lightning_loop(lit, batch, args.steps, args.warmup))
-    for v, times in steps.items():
+    bare = [bare_loop(make_lit(cfg, SOFTMAX, total, compiled), batch, args.steps, args.warmup)
+            for _ in range(max(2, args.rounds // 2))]  # fmt: skip
+    for label, times in (*steps.items(), (f"{SOFTMAX} (bare loop)", bare)):
         tps = n_tokens / statistics.median(times)
         mfu = f"{tps * flops_per_token / peak:.1%}" if peak else "unknown peak"
-        print(f"    {v:<10} {tps:,.0f} tokens/s  MFU {mfu}  peak {peak_gib():.1f} GiB")
+        print(f"    {label:<24} {tps:,.0f} tokens/s  MFU {mfu}  peak {peak_gib():.1f} GiB")
     print(f"    (b)/(a) step time {median_ratio(steps[SSMAX], steps[SOFTMAX]):.3f} (goal <= 1.03)")
     if not args.no_record:
         tps = n_tokens / statistics.median(steps[SOFTMAX])
