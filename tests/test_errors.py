@@ -64,7 +64,7 @@ CASES = [
     ("variants-empty", ["pipeline.variants=[]"], "pipeline.variants=[] must have at least 1 item"),
     ("variants-unknown", ["pipeline.variants=[zzz]"], "pipeline.variants: unknown ['zzz']"),
     ("variant-unknown", ["variant=zzz"], "variant='zzz' is unknown"),
-    ("preset-unknown", ["preset=zzz"], "preset='zzz' is unknown; allowed: paper, smoke, tiny"),
+    ("preset-unknown", ["preset=zzz"], "preset='zzz' is unknown; allowed: gpu1, paper, smoke, tiny"),
     ("objective-unknown", ["objective=bogus"], "objective='bogus'; allowed"),
     ("key-misspelled", ["trainer.pretrain.lrr=1"], "trainer.pretrain.lrr is not a config key; nearest: trainer.pretrain.lr"),
     ("profile-unknown", ["executor=slurm", "executor/slurm/profile=zzz"], "executor/slurm/profile='zzz' is unknown; allowed: gpu8, local"),

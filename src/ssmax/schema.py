@@ -45,9 +45,8 @@ def items(*values: Any) -> Any:
 class PresetConfig:
     name: str = MISSING  # the preset's name (conf/preset/<name>.yaml)
     model: str = MISSING  # the model option it expects (validate: model=... must match)
-    # key -> the paper's value and section, for every setting a reduced preset cuts (the report
-    # prints them beside this run's values)
-    cuts: dict[str, str] = field(default_factory=dict)
+    # a reduced preset's cuts (printed in the report beside this run's values)
+    cuts: dict[str, str] = field(default_factory=dict)  # key -> the paper's value and section
 
 
 @dataclass
@@ -185,8 +184,8 @@ class TrainerConfig:
     num_nodes: int = rule(1, gt=0)  # executor=slurm sets it from the profile's nodes
     precision: str = rule("auto", choices=PRECISIONS)  # auto: bf16-mixed on GPU, else 32-true
     # torch.compile of the training loss (model + LM head + cross-entropy) and of the evals'
-    # forward passes; auto: on a CUDA device only (ssmax.compiling says why)
-    compile: bool | str = rule("auto", choices=("auto", True, False))
+    # forward passes (ssmax.compiling says why auto is CUDA only)
+    compile: bool | str = rule("auto", choices=("auto", True, False))  # auto: on CUDA only
     loss_chunk: int = rule(8192, gt=0)  # positions per LM-head + cross-entropy chunk (measured)
     log_every_n_steps: int = rule(10, gt=0)  # MLflow metrics every this many steps
     val_every_n_steps: int = rule(200, gt=0)  # validation every this many optimizer steps
@@ -217,8 +216,7 @@ class LossEvalConfig:
     max_multiple: int | float = rule(20, gt=0)  # sequences of this x the training length
     report_multiples: list[Any] = rule([1, 5, 10, 20], gt=0)  # multiples in the table and claims
     sequences: int = rule(8, gt=0)  # test sequences (paper: 100,000)
-    # sequences per forward pass; auto: what the GPU's free memory holds, 1 on the CPU
-    batch_size: int | str = rule("auto", gt=0, auto=True)
+    batch_size: int | str = rule("auto", gt=0, auto=True)  # sequences a pass; auto: GPU memory
 
 
 @dataclass
@@ -229,9 +227,8 @@ class NiahEvalConfig:
     depths: list[float] = rule([0.1, 0.3, 0.5, 0.7, 0.9], ge=0, le=1, min_items=1)  # needle depths
     samples: int = rule(4, gt=0)  # per (context, depth) cell (paper: 1000)
     max_new_tokens: int = rule(8, gt=0)  # greedy answer length
-    # prompts decoded together (a cell's prompts have one length); auto: a cell at once on a
-    # GPU (up to 64), one at a time on the CPU
-    batch_size: int | str = rule("auto", gt=0, auto=True)
+    # auto: a cell at once on a GPU (up to 64, within its free memory), one at a time on the CPU
+    batch_size: int | str = rule("auto", gt=0, auto=True)  # prompts decoded together
     base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
 
 
@@ -308,10 +305,9 @@ class PipelineSettings:
 class CostConfig:
     """`plan`'s cost table (ssmax.pipeline.cost); the paper gives no costs."""
 
-    # the GPU the table is for: measured rates of a device whose name contains it are used
-    gpu: str = "H100"
-    # the measured rates (ssmax.pipeline.measured); null: the project's bench/throughput.json
-    measured_file: str | None = None
+    gpu: str = "H100"  # the GPU costed: measured rates of a device whose name contains it
+    # null: the project's bench/throughput.json (written by `make bench` on a GPU)
+    measured_file: str | None = None  # the measured rates (ssmax.pipeline.measured)
     peak_flops: float = rule(989.0e12, gt=0)  # NVIDIA's H100 SXM bf16 dense peak
     mfu: float = rule(0.40, gt=0, le=1)  # assumed MFU where nothing was measured
 
