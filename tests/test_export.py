@@ -1,0 +1,167 @@
+"""Export to Hugging Face transformers: every law's folder, loaded by transformers, gives this
+project's logits at 1x and 4x the training length (theta as trained and x50) and its greedy
+NIAH answers; softmax needs no remote code. Real transformers, no mocks."""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import DictConfig
+
+from ssmax.config import model_config, variant_config
+from ssmax.data.lm import test_texts
+from ssmax.data.tokenizer import load_tokenizer
+from ssmax.evals import scaled_rope_theta
+from ssmax.evals.haystack import build_sample, random_needle, take_haystack
+from ssmax.evals.niah import greedy_decode
+from ssmax.export.folder import write_export
+from ssmax.model import Transformer
+from tests.conftest import VARIANTS, make_cfg
+
+transformers = pytest.importorskip("transformers")
+
+# float32 tolerance of the logits, relative to the largest |logit|. Measured worst over every
+# law, 1x/4x, both thetas: 5.7e-5 on these sharp random weights (init_std 0.2), 3e-7 at the
+# training init (0.02). All of it is RoPE's angles rounding differently (this project: float64
+# then float32; transformers: float32): with transformers' angles the logits are bit-equal.
+RTOL = 1e-4
+THETA_FACTOR = 50.0
+
+
+def smoke_cfg(variant: str, cache: Path) -> DictConfig:
+    # init_std 0.2: sharp attention, so that a wrong m_i changes the logits far past RTOL
+    return make_cfg("preset=smoke", f"variant={variant}", f"paths.cache_dir={cache}",
+                    "model.init_std=0.2")  # fmt: skip
+
+
+def random_model(cfg: DictConfig, seed: int = 0) -> Transformer:
+    """Random weights, and the law's own parameters (s, b, p_n) moved off their init."""
+    torch.manual_seed(seed)
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("attn.s", "attn.b", "p_n")) or p.ndim == 1:
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def load_hf(path: Path, theta_factor: float = 1.0):  # noqa: ANN201
+    """The exported folder as transformers loads it; theta x factor is a config edit."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+    config.rope_parameters["rope_theta"] *= theta_factor
+    return AutoModelForCausalLM.from_pretrained(path, config=config, trust_remote_code=True).eval()
+
+
+def max_differences(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
+    """(max |a - b|, that over max |a|)."""
+    diff = (a - b).abs().max().item()
+    return diff, diff / a.abs().max().item()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> dict:
+    """variant -> (project model, its config, exported folder)."""
+    out = {}
+    root = tmp_path_factory.mktemp("export")
+    for variant in VARIANTS:
+        cfg = smoke_cfg(variant, shared_cache)
+        model = random_model(cfg)
+        out[variant] = (model, cfg, write_export(model, cfg.data, root / variant))
+    return out
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_logits_equal_at_1x_and_4x_with_both_thetas(exported: dict, variant: str) -> None:
+    model, cfg, path = exported[variant]
+    n = cfg.data.seq_len
+    ids = torch.randint(
+        0, cfg.data.vocab_size, (2, 4 * n), generator=torch.Generator().manual_seed(1)
+    )
+    for factor in (1.0, THETA_FACTOR):
+        hf = load_hf(path, factor)
+        with torch.no_grad(), scaled_rope_theta(model, factor):
+            for length in (n, 4 * n):
+                ours, theirs = model(ids[:, :length]), hf(ids[:, :length]).logits
+                _, rel = max_differences(ours, theirs)
+                assert rel < RTOL, (variant, factor, length, rel)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_with_transformers_rope_angles_the_logits_are_bit_equal(
+    exported: dict, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssmax.model.transformer
+
+    model, cfg, path = exported[variant]
+    hf = load_hf(path)
+
+    def hf_angles(positions: torch.Tensor, head_dim: int, theta: float) -> tuple:
+        cos, sin = hf.model.rotary_emb(torch.zeros(1), positions[None])  # transformers' own
+        return cos[0], sin[0]
+
+    monkeypatch.setattr(ssmax.model.transformer, "rope_angles", hf_angles)
+    ids = torch.arange(4 * cfg.data.seq_len)[None] % cfg.data.vocab_size
+    with torch.no_grad():
+        assert torch.equal(model(ids), hf(ids).logits)
+
+
+def test_a_wrong_law_is_far_outside_the_tolerance(exported: dict) -> None:
+    # (b)'s weights run as plain softmax: the law is what the equality above checks
+    from transformers import LlamaForCausalLM
+
+    model, cfg, path = exported["b_ssmax"]
+    ids = torch.arange(4 * cfg.data.seq_len)[None] % cfg.data.vocab_size
+    plain = LlamaForCausalLM.from_pretrained(path).eval()
+    with torch.no_grad():
+        _, rel = max_differences(model(ids), plain(ids).logits)
+    assert rel > 100 * RTOL
+
+
+def test_softmax_loads_without_remote_code(exported: dict) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM, LlamaForCausalLM
+
+    path = exported["a_softmax"][2]
+    assert not list(path.glob("*.py")) and "auto_map" not in AutoConfig.from_pretrained(path)
+    assert type(AutoModelForCausalLM.from_pretrained(path)) is LlamaForCausalLM
+    for variant in set(VARIANTS) - {"a_softmax"}:  # the others ship their law
+        assert (exported[variant][2] / "modeling_ssmax.py").exists()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str) -> None:
+    from transformers import AutoTokenizer
+
+    model, cfg, path = exported[variant]
+    model, tokenizer = copy.deepcopy(model), load_tokenizer(cfg.data)
+    with torch.no_grad():  # EOS the most likely token: generate must never pick it either
+        model.lm_head.weight[tokenizer.eos_id] = model.lm_head.weight.mean(0) * 50
+    rng = random.Random(variant)
+    city, number = random_needle(rng)
+    context = 2 * cfg.data.seq_len  # past N
+    hay = take_haystack(test_texts(cfg.data, seed=3), tokenizer, context)
+    sample = build_sample(tokenizer, hay, city, number, context, 0.5, 8, cfg.data.sft_prompt)
+    ours = greedy_decode(model, sample.ids, 8, tokenizer.eos_id)
+    hf = load_hf(path)
+    hf.lm_head.weight.data[tokenizer.eos_id] = model.lm_head.weight[tokenizer.eos_id]
+    prompt = torch.tensor([sample.ids])
+    theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt))[0, len(sample.ids) :]
+    assert theirs.tolist() == ours and tokenizer.eos_id not in ours
+    text = tokenizer.decode(sample.ids)  # the exported tokenizer is the training one
+    assert AutoTokenizer.from_pretrained(path)(text)["input_ids"] == sample.ids
+
+
+def test_gpt2_tokenizer_exports_as_tiktoken_encodes(shared_cache: Path) -> None:
+    from ssmax.export.folder import hf_tokenizer
+
+    cfg = make_cfg("preset=smoke", f"paths.cache_dir={shared_cache}", "data.tokenizer=gpt2",
+                   "data.vocab_size=50257").data  # fmt: skip
+    ours, theirs = load_tokenizer(cfg), hf_tokenizer(cfg)
+    text = "The special magic Tokyo number is: 8106422.\n\nQuestion:  what?  Ünïcode 🙂"
+    assert theirs(text)["input_ids"] == ours.encode(text)
+    assert theirs.eos_token_id == ours.eos_id
