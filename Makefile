@@ -29,13 +29,13 @@ PORT ?= 5000
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project (idempotent)
+setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project, transformers included (idempotent)
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,hf]"
 	touch $@
 
 reproduce-all: setup ## A declared pipeline as one cached DAG (PIPELINE=paper PRESET=tiny SEEDS=0,1 EXECUTOR=...)
