@@ -19,6 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from ssmax.config import ConfigError, model_config, variant_config
 from ssmax.data.tokenizer import EOS_TEXT, bpe_path, load_tokenizer
 from ssmax.evals.haystack import ANSWER_TOKENS
 from ssmax.export.hf import to_transformers
@@ -46,6 +47,26 @@ def hf_tokenizer(data_cfg: DictConfig) -> Any:
     return PreTrainedTokenizerFast(
         tokenizer_file=str(bpe_path(data_cfg)), eos_token=EOS_TEXT, pad_token=EOS_TEXT
     )
+
+
+def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
+    """The configured Transformer with exactly these weights (the law's s, b, p_n included)."""
+    from ssmax.inputs import check_fits, read_weights
+
+    state = read_weights(weights, key="--weights")
+    try:
+        check_fits(cfg, state, key="weights")
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("weights=?", f"--weights={weights}")) from None
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    missing = [k for k in model.state_dict() if k not in state]
+    if missing:  # an SSMax law without its s (b, p_n): another variant's weights
+        raise ConfigError(
+            f"--weights={weights} lacks {missing[0]}: not variant={cfg.variant.name}'s weights; "
+            "allowed: the weights this config trained"
+        )
+    model.load_state_dict(state)
+    return model.eval()
 
 
 def generation_config(eos_id: int) -> Any:
