@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import model_config, variant_config
 from ssmax.data.lm import test_texts
@@ -165,3 +165,137 @@ def test_gpt2_tokenizer_exports_as_tiktoken_encodes(shared_cache: Path) -> None:
     text = "The special magic Tokyo number is: 8106422.\n\nQuestion:  what?  Ünïcode 🙂"
     assert theirs(text)["input_ids"] == ours.encode(text)
     assert theirs.eos_token_id == ours.eos_id
+
+
+# ------------------------------------------------------------------ the command line
+def export_cli(*args: str) -> int:
+    from ssmax.export.__main__ import main
+
+    return main(list(args))
+
+
+def test_cli_exports_weights_with_their_config(exported: dict, tmp_path: Path, capsys) -> None:
+    from omegaconf import OmegaConf
+
+    model, cfg, _ = exported["d_ssmax_bias"]
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.save(model.state_dict(), run / "model.pt")
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    assert export_cli("--weights", str(run / "model.pt"), "--out", str(tmp_path / "hf"),
+                      "--rope-factor", "50") == 0  # fmt: skip
+    hf = load_hf(tmp_path / "hf")  # theta x50 written into config.json
+    assert hf.config.rope_parameters["rope_theta"] == 50 * cfg.model.rope_theta
+    ids = torch.arange(2 * cfg.data.seq_len)[None]
+    with torch.no_grad(), scaled_rope_theta(model, THETA_FACTOR):
+        assert max_differences(model(ids), hf(ids).logits)[1] < RTOL
+
+
+@pytest.mark.parametrize(
+    ("make", "error"),
+    [
+        (lambda r: ["--weights", str(r / "nope.pt"), "--out", str(r / "o")],
+         "--weights=" + "{r}/nope.pt: no such file"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--config", str(r / "none.yaml"),
+                    "--out", str(r / "o")], "--config={r}/none.yaml: no such file"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--config", str(r / "other.yaml"),
+                    "--out", str(r / "o")], "lacks layers.0.attn.s: not variant=b_ssmax's"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--config", str(r / "bad.yaml"),
+                    "--out", str(r / "o")], "has no model: not a run's config"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r)], "exists; allowed"),
+        (lambda r: ["--weights", str(r / "model.pt")], "--out is required with --weights"),
+    ],
+)  # fmt: skip
+def test_cli_bad_input_is_one_line_and_writes_nothing(
+    exported: dict, tmp_path: Path, capsys, make, error: str
+) -> None:
+    from omegaconf import OmegaConf
+
+    model, cfg, _ = exported["a_softmax"]  # softmax weights: no s for (b)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (tmp_path / "other.yaml").write_text(OmegaConf.to_yaml(exported["b_ssmax"][1], resolve=True))
+    (tmp_path / "bad.yaml").write_text("seed: 0\n")
+    before = sorted(tmp_path.rglob("*"))
+    assert export_cli(*make(tmp_path)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and error.format(r=tmp_path) in err, err
+    assert sorted(tmp_path.rglob("*")) == before  # no folder, no temporary left
+
+
+# ------------------------------------------------------------------ the pipeline's export
+PROMPT = "The special magic Tokyo number is: 8106422.\nWhat is the special magic number?"
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_exports_every_variant(smoke_pipeline: list[str]) -> None:
+    from ssmax.pipeline.run import plan
+    from ssmax.stages.common import load_model
+
+    cfg, jobs = plan(smoke_pipeline)
+    by_name = {j.name: j for j in jobs}
+    exports = [j for j in jobs if j.stage == "export"]
+    assert {j.variant for j in exports} == set(cfg.pipeline.variants)
+    for job in exports:
+        outputs = job.done["outputs"]
+        for name in job.input_dirs:  # its start node's model, and its SFT's where it has one
+            stage = name.split("/")[0]
+            path = Path(outputs["models"][stage])
+            assert path.is_relative_to(job.dir) and outputs["registered"][stage]["version"] >= 1
+            node_cfg = OmegaConf.create(by_name[name].cfg_yaml)
+            model = load_model(node_cfg, by_name[name].done["outputs"]["weights"])
+            ids = torch.arange(4 * node_cfg.data.seq_len)[None] % node_cfg.data.vocab_size
+            with torch.no_grad():
+                _, rel = max_differences(model(ids), load_hf(path)(ids).logits)
+            assert rel < RTOL, (name, rel)
+    report = next(j for j in jobs if j.stage == "report").done["outputs"]
+    assert "models:/ssmax-b_ssmax/" in Path(report["report_md"]).read_text()
+
+
+@pytest.mark.slow
+def test_cli_exports_a_pipeline_node(smoke_pipeline: list[str], tmp_path: Path, capsys) -> None:
+    # a rope_* node exports at its theta: x50
+    assert export_cli("--node", "rope_sft/b_ssmax/seed0", "--out", str(tmp_path / "x"),
+                      *smoke_pipeline) == 0  # fmt: skip
+    assert load_hf(tmp_path / "x").config.rope_parameters["rope_theta"] == 10_000.0 * 50
+    assert export_cli("--node", "sft/zz/seed0", "--out", str(tmp_path / "y"), *smoke_pipeline) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "allowed: pretrain/a_softmax/seed0," in err
+    assert not (tmp_path / "y").exists()
+
+
+@pytest.mark.slow
+def test_registered_version_loads_back_and_predicts(smoke_pipeline: list[str]) -> None:
+    import mlflow
+    from mlflow import MlflowClient
+
+    from ssmax.pipeline.run import plan
+    from ssmax.stages.common import load_model
+    from ssmax.tracking import tracking_uri
+
+    cfg, jobs = plan(smoke_pipeline)
+    client = MlflowClient(tracking_uri(cfg))
+    job = next(j for j in jobs if j.name == "export/b_ssmax/seed0")
+    version = job.done["outputs"]["registered"]["sft"]
+    found = client.get_model_version(version["name"], str(version["version"]))
+    sft = next(j for j in jobs if j.name == "sft/b_ssmax/seed0")
+    assert found.tags["fingerprint"] == sft.fingerprint and found.run_id == sft.done["run_id"]
+    assert found.tags["preset"] == "smoke" and found.tags["seed"] == "0"
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(tracking_uri(cfg))
+    try:
+        (answer,) = mlflow.pyfunc.load_model(version["uri"]).predict([PROMPT])
+        parts = mlflow.transformers.load_model(version["uri"], return_type="components")
+    finally:
+        mlflow.set_tracking_uri(previous)
+    # the exported generation config: the project's greedy decoding, never EOS
+    model = load_model(OmegaConf.create(sft.cfg_yaml), sft.done["outputs"]["weights"])
+    tokenizer = load_tokenizer(OmegaConf.create(sft.cfg_yaml).data)
+    tokens = greedy_decode(model, tokenizer.encode(PROMPT), 8, tokenizer.eos_id)
+    ids = torch.tensor([tokenizer.encode(PROMPT)])
+    assert parts["model"].generate(ids)[0, ids.shape[1] :].tolist() == tokens
+    # the pipeline's text drops trailing whitespace (the smoke model answers with spaces)
+    assert (
+        answer.startswith(PROMPT)
+        and answer.rstrip() == (PROMPT + tokenizer.decode(tokens)).rstrip()
+    )
