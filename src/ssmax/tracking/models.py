@@ -46,16 +46,19 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
 
     client = MlflowClient(tracking_uri(cfg))
     quiet = logging.getLogger("mlflow.transformers")  # no model card or license: a local model
-    level, _ = quiet.level, quiet.setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / ARTIFACT
-        mlflow.transformers.save_model(
-            _components(folder), path=str(path), task="text-generation",
-            input_example=INPUT_EXAMPLE, metadata={k: str(v) for k, v in tags.items()},
-            pip_requirements=[f"{p}=={version(p)}" for p in REQUIREMENTS],
-        )  # fmt: skip
-        client.log_artifacts(run_id, str(path), ARTIFACT)
-    quiet.setLevel(level)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / ARTIFACT
+            mlflow.transformers.save_model(
+                _components(folder), path=str(path), task="text-generation",
+                input_example=INPUT_EXAMPLE, metadata={k: str(v) for k, v in tags.items()},
+                pip_requirements=[f"{p}=={version(p)}" for p in REQUIREMENTS],
+            )  # fmt: skip
+            client.log_artifacts(run_id, str(path), ARTIFACT)
+    finally:
+        quiet.setLevel(level)
     name = registered_name(variant)
     try:  # first version of this variant (another node may create it at the same time)
         client.create_registered_model(name, description=f"ssmax-repro, variant {variant}")
