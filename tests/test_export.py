@@ -156,6 +156,19 @@ def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str) -> N
     assert AutoTokenizer.from_pretrained(path)(text)["input_ids"] == sample.ids
 
 
+def test_left_padding_does_not_count_as_keys_seen(exported: dict) -> None:
+    # batched generate: n_i = position_ids + 1 counts a row's own tokens, not its padding
+    _, cfg, path = exported["b_ssmax"]
+    hf = load_hf(path)
+    short, long = (torch.randint(1, cfg.data.vocab_size, (1, k)) for k in (30, 40))
+    alone = hf.generate(short, attention_mask=torch.ones_like(short))[0, 30:]
+    pad = torch.full((1, 10), hf.config.pad_token_id)
+    batch = torch.cat([torch.cat([pad, short], 1), long])
+    mask = (batch != -1).long()
+    mask[0, :10] = 0
+    assert torch.equal(hf.generate(batch, attention_mask=mask)[0, 40:], alone)
+
+
 def test_gpt2_tokenizer_exports_as_tiktoken_encodes(shared_cache: Path) -> None:
     from ssmax.export.folder import hf_tokenizer
 

@@ -61,9 +61,9 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
     def multiplier(self, position_ids: torch.Tensor) -> torch.Tensor:
         """m [batch, heads, positions, 1] in float32."""
         cfg, device, i = self.config, position_ids.device, self.layer_idx
-        heads = cfg.num_attention_heads
-        s = torch.tensor(cfg.ssmax_s[i], device=device) if cfg.ssmax_s else torch.ones(heads)
-        m = s.float().to(device)[None, :, None] * length_term(cfg, position_ids + 1)[:, None, :]
+        s = cfg.ssmax_s[i] if cfg.ssmax_s else [1.0] * cfg.num_attention_heads
+        s = torch.tensor(s, dtype=torch.float32, device=device)
+        m = s[None, :, None] * length_term(cfg, position_ids + 1)[:, None, :]
         if cfg.ssmax_b:
             m = m + torch.tensor(cfg.ssmax_b[i], dtype=torch.float32, device=device)[None, :, None]
         return m[..., None]
