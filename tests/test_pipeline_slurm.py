@@ -179,6 +179,7 @@ def test_failed_node_blocks_its_dependants(
     lines = {r[1]: r[0] for r in rows if len(r) > 1 and r[0] in ("done", "failed", "blocked")}
     assert lines["sft/b_ssmax/seed0"] == "failed"
     assert lines["rope_sft/b_ssmax/seed0"] == lines["eval_niah/b_ssmax/seed0"] == "blocked"
+    assert lines["export/b_ssmax/seed0"] == "blocked"  # it reads the SFT model
     assert lines["eval_loss/b_ssmax/seed0"] == "done"
     assert "log: " in status and "Error" in status  # the tail of the job's stderr
     assert lines["report"] == "blocked" and "CANCELLED" in status  # kill_on_invalid_dep
@@ -194,7 +195,7 @@ def test_failed_node_blocks_its_dependants(
     new = {n["node"]: n["job_id"] for n in read_book(cfg)["nodes"].values()}
     changed = {name for name in new if new[name] != old.get(name)}
     assert changed == {"sft/b_ssmax/seed0", "rope_sft/b_ssmax/seed0",
-                       "eval_niah/b_ssmax/seed0", "report"}  # fmt: skip
+                       "eval_niah/b_ssmax/seed0", "export/b_ssmax/seed0", "report"}  # fmt: skip
     slurm_cluster.run("scancel", *(new[name] for name in changed))  # no need to fail again
 
 
