@@ -237,6 +237,20 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(
 
 
 # ------------------------------------------------------------------ the pipeline's export
+def test_export_fingerprint_covers_the_shipped_law_and_plan_needs_no_transformers() -> None:
+    import subprocess
+    import sys
+
+    from ssmax.pipeline.code import stage_code
+
+    code = set(stage_code("export"))
+    assert {"export/modeling_ssmax.py", "export/hf.py", "model/attention.py"} <= code
+    assert not [f for f in code if f.startswith("tracking/")]  # MLflow shapes no result
+    check = "import sys, ssmax.stages.export; print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert out.stdout.strip() == "False"  # plan and status import stages: no transformers
+
+
 PROMPT = "The special magic Tokyo number is: 8106422.\nWhat is the special magic number?"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, debug
+from ssmax.export import require_transformers
 
 
 def run_config(path: Path) -> DictConfig:
@@ -70,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="the folder to write (must not exist)")
     parser.add_argument("--rope-factor", type=float, help="rope_theta x this in config.json")
     args, overrides = parser.parse_known_args(argv)
-    from ssmax.export.folder import trained_model, write_export
-
     try:
+        require_transformers()
+        from ssmax.export.folder import trained_model, write_export  # imports transformers
+
         bad = [o for o in overrides if o.startswith("-") or "=" not in o]
         if bad or (args.weights and overrides):
             raise ConfigError(f"argument {(bad or overrides)[0]!r} is unknown; allowed: --node, "

@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from ssmax.export.folder import trained_model, write_export
 from ssmax.stages.spec import StageSpec
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
@@ -26,6 +25,11 @@ SPEC = StageSpec(
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.export import require_transformers
+
+    require_transformers()
+    from ssmax.export.folder import trained_model, write_export  # imports transformers
+
     models, registered = {}, {}
     tracked = bool(ctx.cfg.tracking.enabled)
     for name, outputs in ctx.inputs.items():
