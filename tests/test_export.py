@@ -133,8 +133,9 @@ def test_softmax_loads_without_remote_code(exported: dict) -> None:
         assert (exported[variant][2] / "modeling_ssmax.py").exists()
 
 
+@pytest.mark.parametrize("factor", [1.0, THETA_FACTOR])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str) -> None:
+def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str, factor: float) -> None:
     from transformers import AutoTokenizer
 
     model, cfg, path = exported[variant]
@@ -146,14 +147,16 @@ def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str) -> N
     context = 2 * cfg.data.seq_len  # past N
     hay = take_haystack(test_texts(cfg.data, seed=3), tokenizer, context)
     sample = build_sample(tokenizer, hay, city, number, context, 0.5, 8, cfg.data.sft_prompt)
-    ours = greedy_decode(model, sample.ids, 8, tokenizer.eos_id)
-    hf = load_hf(path)
+    with scaled_rope_theta(model, factor):  # eval_niah decodes at theta x50
+        ours = greedy_decode(model, sample.ids, 8, tokenizer.eos_id)
+    hf = load_hf(path, factor)
     hf.lm_head.weight.data[tokenizer.eos_id] = model.lm_head.weight[tokenizer.eos_id]
     prompt = torch.tensor([sample.ids])
     theirs = hf.generate(prompt, attention_mask=torch.ones_like(prompt))[0, len(sample.ids) :]
     assert theirs.tolist() == ours and tokenizer.eos_id not in ours
     text = tokenizer.decode(sample.ids)  # the exported tokenizer is the training one
-    assert AutoTokenizer.from_pretrained(path)(text)["input_ids"] == sample.ids
+    exported_tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+    assert exported_tokenizer(text)["input_ids"] == sample.ids
 
 
 def test_left_padding_does_not_count_as_keys_seen(exported: dict) -> None:
