@@ -220,6 +220,9 @@ def test_cli_exports_weights_with_their_config(exported: dict, tmp_path: Path, c
                     "--out", str(r / "o")], "has no model: not a run's config"),
         (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r)], "exists; allowed"),
         (lambda r: ["--weights", str(r / "model.pt")], "--out is required with --weights"),
+        (lambda r: ["--out", str(r / "o")], "one of the arguments --node --weights is required"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r / "o"), "--rope-factor",
+                    "x"], "argument --rope-factor: invalid float value: 'x'"),
     ],
 )  # fmt: skip
 def test_cli_bad_input_is_one_line_and_writes_nothing(

@@ -70,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="the run's config.yaml (default: beside --weights)")
     parser.add_argument("--out", help="the folder to write (must not exist)")
     parser.add_argument("--rope-factor", type=float, help="rope_theta x this in config.json")
-    args, overrides = parser.parse_known_args(argv)
+
+    def one_line(message: str) -> None:  # argparse's usage block: one line instead
+        raise ConfigError(f"{message}; see python -m ssmax.export --help")
+
+    parser.error = one_line  # type: ignore[method-assign]
     try:
+        args, overrides = parser.parse_known_args(argv)
         require_transformers()
         from ssmax.export.folder import trained_model, write_export  # imports transformers
 
