@@ -21,21 +21,24 @@ SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
 OUTPUT_DIR ?= outputs
 PORT ?= 5000
+# make export: the pipeline node whose weights go to a transformers folder (OUT: where)
+NODE ?= sft/b_ssmax/seed0
+OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reproduce-all plan status report mlflow-ui train train-all test test-fast lint format bench clean \
+.PHONY: help setup reproduce-all plan status report export mlflow-ui train train-all test test-fast lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project (idempotent)
+setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project, transformers included (idempotent)
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,hf]"
 	touch $@
 
 reproduce-all: setup ## A declared pipeline as one cached DAG (PIPELINE=paper PRESET=tiny SEEDS=0,1 EXECUTOR=...)
@@ -49,6 +52,9 @@ status: setup ## Each node's state on disk (cached / partial / to-run)
 
 report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (nothing re-runs)
 	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR)
+
+export: setup ## A finished node as a transformers folder (NODE=sft/b_ssmax/seed0 OUT=... ARGS=--rope-factor=50)
+	$(PY) -m ssmax.export --node $(NODE) $(if $(OUT),--out $(OUT)) $(PIPELINE_ARGS)
 
 mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-C stops it)
 	$(PY) -m ssmax.report.ui --output-dir $(OUTPUT_DIR) --port $(PORT)

@@ -59,7 +59,7 @@ def test_pipeline_run_and_children_in_the_runs_list(ui) -> None:  # noqa: ANN001
         max_results=500,
     )  # fmt: skip
     names = sorted(c.info.run_name for c in children)
-    assert len(names) == 38 and "report" in names and "pretrain/b_ssmax/seed0" in names
+    assert len(names) == 45 and "report" in names and "pretrain/b_ssmax/seed0" in names
     with sync_playwright() as pw:
         # a fresh profile comes with every launch (playwright makes its own temporary one)
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

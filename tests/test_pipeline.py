@@ -29,10 +29,17 @@ def test_dag_follows_the_paper() -> None:
     )
     assert not any(n.startswith(("sft/pn", "eval_loss/pn")) for n in dag)  # Fig. 2 only
     assert "pretrain/pn_rationale/seed1" in dag["report"].inputs
+    # the export: every variant's models, whichever it has
+    assert dag["export/b_ssmax/seed1"].inputs == ("pretrain/b_ssmax/seed1", "sft/b_ssmax/seed1")
+    assert dag["export/e_swap_after_pretrain/seed0"].inputs == (
+        "switch/e_swap_after_pretrain/seed0", "sft/e_swap_after_pretrain/seed0",
+    )  # fmt: skip
+    assert dag["export/pn_rationale/seed0"].inputs == ("pretrain/pn_rationale/seed0",)
+    assert "export/pn_rationale/seed0" in dag["report"].inputs
     names = list(dag)
     for node in dag.values():  # inputs always come first
         assert all(names.index(i) < names.index(node.name) for i in node.inputs)
-    assert len(dag) == 2 * (4 * 6 + 2 * 6 + 1) + 1
+    assert len(dag) == 2 * (4 * 7 + 2 * 7 + 2) + 1  # + an export per variant and seed
 
 
 def test_switched_variants_pull_in_softmax() -> None:
@@ -53,7 +60,7 @@ def test_scaling_laws_run_beside_a_and_b() -> None:
     assert dag["switch/g_qwen_logn_inference/seed0"].inputs == ("pretrain/a_softmax/seed0",)
     for variant in ("b_ssmax", "h_qwen_logn", "i_llama4_temp", "j_sqrt_log_n"):
         assert dag[f"eval_niah/{variant}/seed0"].inputs == (f"rope_sft/{variant}/seed0",)
-    assert len(dag) == 6 * 6 + 1 and decl.stages == PAPER.stages
+    assert len(dag) == 6 * 7 + 1 and decl.stages == PAPER.stages
 
 
 def to_run(overrides: list[str]) -> set[str]:
@@ -91,17 +98,17 @@ def test_second_run_is_all_cached_and_visible_in_mlflow(smoke_run: list[str], ca
     before = len(parents())  # the session's run, and any other test's re-runs
     assert main(["run", *smoke_run]) == 0
     out = capsys.readouterr().out
-    assert "38 nodes: 38 cached" in out and "\nrun " not in out
+    assert "45 nodes: 45 cached" in out and "\nrun " not in out
     runs = parents()
     assert len(runs) == before + 1 and all(p.info.status == "FINISHED" for p in runs)
     first, second = runs[0].info.run_id, runs[-1].info.run_id  # the one that ran, this one
     children = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{first}'")
-    assert len(children) == 38
+    assert len(children) == 45
     by_node = {c.data.tags["node"]: c for c in children}
     sft_b = by_node["sft/b_ssmax/seed0"]
     assert sft_b.data.tags["stage"] == "sft" and sft_b.data.metrics["train/loss"] > 0
     cached = client.search_runs([exp.experiment_id], f"tags.mlflow.parentRunId = '{second}'")
-    assert len(cached) == 38 and all(c.data.tags["cached"] == "true" for c in cached)
+    assert len(cached) == 45 and all(c.data.tags["cached"] == "true" for c in cached)
     linked = next(c for c in cached if c.data.tags["node"] == "sft/b_ssmax/seed0")
     assert linked.data.tags["source_run_id"] == sft_b.info.run_id
     artifacts = [a.path for a in client.list_artifacts(second)]
@@ -114,13 +121,14 @@ def test_one_sft_setting_reruns_exactly_its_downstream(smoke_run: list[str]) -> 
         "sft/b_ssmax/seed0",
         "rope_sft/b_ssmax/seed0",
         "eval_niah/b_ssmax/seed0",
+        "export/b_ssmax/seed0",
         "report",
     }
     pretrain = to_run([*smoke_run, "trainer.pretrain.max_steps=22"])
     assert (
         "pretrain/a_softmax/seed0" in pretrain
         and "switch/f_switch_during_pretrain/seed0" in (pretrain)
-        and len(pretrain) == 38
+        and len(pretrain) == 45
     )
 
 

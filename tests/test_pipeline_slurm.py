@@ -20,11 +20,11 @@ from ssmax.pipeline.slurm import node_states, read_book
 from ssmax.tracking import tracking_uri
 
 pytestmark = pytest.mark.slurm
-B_ONLY = "pipeline.variants=[b_ssmax]"  # 7 nodes: enough for failures and profile checks
-# (f) pulls in (a): a cross-variant edge, a switch and every stage in 13 nodes, a third of
+B_ONLY = "pipeline.variants=[b_ssmax]"  # 8 nodes: enough for failures and profile checks
+# (f) pulls in (a): a cross-variant edge, a switch and every stage in 15 nodes, a third of
 # the full DAG (each SLURM job starts an interpreter: ~13 s of imports on 2 cores)
 F_AND_A = "pipeline.variants=[f_switch_during_pretrain]"
-NODES = 13
+NODES = 15
 
 
 def smoke(out: Path, cache: Path, *extra: str) -> list[str]:
@@ -90,7 +90,7 @@ def smoke_dag(
 
 def test_client_submits_and_returns(smoke_dag: dict) -> None:
     assert smoke_dag["submitted"] == NODES + 1  # one job per node, and the job closing the run
-    assert smoke_dag["submit_s"] < 15  # 14 x sbatch (39 measured ~3 s on 2 cores)
+    assert smoke_dag["submit_s"] < 15  # 16 x sbatch (39 measured ~3 s on 2 cores)
     assert set(smoke_dag["right_after"]) <= {"queued", "running", "done"}
     assert "queued" in smoke_dag["right_after"]  # it did not wait for them
 
@@ -102,7 +102,7 @@ def test_reinvoking_adopts_jobs_in_flight(smoke_dag: dict) -> None:
 
 def test_same_fingerprints_and_report_as_in_process(smoke_dag: dict) -> None:
     slurm, inproc = done_records(smoke_dag["out"]), done_records(smoke_dag["inprocess"])
-    assert len(slurm) == NODES and len(inproc) == 38
+    assert len(slurm) == NODES and len(inproc) == 45
     # the same nodes as in the full in-process DAG; the report covers fewer variants here
     assert {n: r["fingerprint"] for n, r in slurm.items() if n != "report"} == {
         n: inproc[n]["fingerprint"] for n in slurm if n != "report"
@@ -179,6 +179,7 @@ def test_failed_node_blocks_its_dependants(
     lines = {r[1]: r[0] for r in rows if len(r) > 1 and r[0] in ("done", "failed", "blocked")}
     assert lines["sft/b_ssmax/seed0"] == "failed"
     assert lines["rope_sft/b_ssmax/seed0"] == lines["eval_niah/b_ssmax/seed0"] == "blocked"
+    assert lines["export/b_ssmax/seed0"] == "blocked"  # it reads the SFT model
     assert lines["eval_loss/b_ssmax/seed0"] == "done"
     assert "log: " in status and "Error" in status  # the tail of the job's stderr
     assert lines["report"] == "blocked" and "CANCELLED" in status  # kill_on_invalid_dep
@@ -194,7 +195,7 @@ def test_failed_node_blocks_its_dependants(
     new = {n["node"]: n["job_id"] for n in read_book(cfg)["nodes"].values()}
     changed = {name for name in new if new[name] != old.get(name)}
     assert changed == {"sft/b_ssmax/seed0", "rope_sft/b_ssmax/seed0",
-                       "eval_niah/b_ssmax/seed0", "report"}  # fmt: skip
+                       "eval_niah/b_ssmax/seed0", "export/b_ssmax/seed0", "report"}  # fmt: skip
     slurm_cluster.run("scancel", *(new[name] for name in changed))  # no need to fail again
 
 

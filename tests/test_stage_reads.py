@@ -82,7 +82,7 @@ def test_every_stage_runs_on_its_declared_keys_only(
     assert main(["run", *overrides]) == 0
     cfg, jobs = plan(overrides)
     assert {j.module for j in jobs} == set(load("scaling_laws").stages.values())
-    assert len(jobs) == 3 * 6 + 1
+    assert len(jobs) == 3 * 7 + 1
     assert all(j.done is not None for j in jobs)
     started = dict(re.findall(r"^run\s+(\S+)(.*)$", capsys.readouterr().out, re.M))
     assert set(started) == {j.name for j in jobs}

@@ -84,6 +84,8 @@ def node_cost(
     elif stage == "sft":
         tokens = cfg.trainer.sft.epochs * sft_examples(cfg) * seq
         flops, disk = tokens * flops_per, n * (BYTES_TRAINING + BYTES_WEIGHTS)
+    elif stage == "export":  # each model twice: its folder and its MLflow copy
+        disk = n * BYTES_WEIGHTS * 2 * len(job.input_dirs)
     elif stage in ("eval_loss", "eval_niah"):
         for context, count in eval_passes(cfg, stage):
             tokens += count * context

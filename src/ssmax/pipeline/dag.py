@@ -52,6 +52,11 @@ def build_dag(decl: Declaration, variants: list[str], seeds: list[int]) -> dict[
                     node = Node(stage, variant, seed, (names[source],))
                     names[stage] = node.name
                     nodes.append(node)
+            if decl.export:  # after training: the variant's models, whichever it has
+                read = [names[s] for s in decl.export["reads"] if s in names]
+                node = Node(str(decl.export["stage"]), variant, seed, tuple(read))
+                names[node.stage] = node.name
+                nodes.append(node)
             leaves += [names[s] for s in reads if s in names]
     nodes.append(Node(decl.report_stage, None, None, tuple(leaves)))
     return {n.name: n for n in nodes}

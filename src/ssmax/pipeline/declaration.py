@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 PIPELINES_DIR = Path(__file__).resolve().parents[3] / "pipelines"
 START = "start"  # in chain and report.reads: the variant's first node
+OPTIONAL = {"export"}  # keys a declaration may leave out
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class Declaration:
     ]  # scratch: stage of a variant from scratch; from_other: started from another
     chain: dict[str, str]  # stage -> the stage (same variant and seed) it reads, or "start"
     report: dict[str, object]  # stage: the report's stage; reads: stages (or "start") it reads
+    # stage: one node per variant and seed after training; reads: its stages (or "start") that
+    # the variant has (every variant has its start; those with evals their chain too)
+    export: dict[str, object] | None = None
 
     @property
     def report_stage(self) -> str:
@@ -47,7 +51,7 @@ def load(name: str) -> Declaration:
     raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     allowed = [f.name for f in fields(Declaration) if f.name != "name"]
     unknown = sorted(set(raw) - set(allowed))
-    missing = sorted(set(allowed) - set(raw))
+    missing = sorted(set(allowed) - set(raw) - OPTIONAL)
     if unknown or missing:
         key = (unknown or missing)[0]
         raise ValueError(f"{path}: key {key!r} is {'unknown' if unknown else 'missing'}; "
@@ -60,8 +64,11 @@ def load(name: str) -> Declaration:
 def _check(decl: Declaration, path: Path) -> None:
     stages = set(decl.stages)
     named = [*decl.start.values(), *decl.chain, decl.report_stage]
+    reads = [*decl.chain.values(), *decl.report["reads"]]
+    if decl.export:
+        named, reads = [*named, decl.export["stage"]], [*reads, *decl.export["reads"]]
     bad = [s for s in named if s not in stages]
-    bad += [s for s in [*decl.chain.values(), *decl.report["reads"]] if s not in stages | {START}]
+    bad += [s for s in reads if s not in stages | {START}]
     if bad:
         raise ValueError(f"{path}: stage {bad[0]!r} is not in stages: {', '.join(decl.stages)}")
     seen = {START}

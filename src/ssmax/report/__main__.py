@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah")
+REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah", "export")
 
 
 def latest_pipeline_run(client: Any, run_id: str | None = None) -> Any:

