@@ -9,12 +9,14 @@ import json
 import multiprocessing
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
+from ssmax.lit.hold import HELD_FILE
 from ssmax.locks import exclusive
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.lock import BUSY, lock_path, pipeline_lock
@@ -60,21 +62,33 @@ def test_store_is_created_once_by_concurrent_processes(tmp_path: Path) -> None:
     assert [e.name for e in client.search_experiments()].count("ssmax-repro") == 1
 
 
+def _wait_for(what: str, check, deadline_s: float = 300) -> None:  # noqa: ANN001
+    end = time.monotonic() + deadline_s
+    while not check():
+        assert time.monotonic() < end, f"timed out after {deadline_s:.0f} s waiting for {what}"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache: Path) -> None:
+    # The first run's training waits at step 1 until the test releases it, so the second and
+    # third runs meet it mid-run however fast the machine is (trainer.callbacks is not part of
+    # a fingerprint: the three runs plan the same nodes).
+    release = tmp_path / "release"
+    hold = f"{{_target_: ssmax.lit.hold.HoldAtStep, step: 1, release: '{release}'}}"
     settings = ["preset=smoke", "pipeline.variants=[pn_rationale]", f"paths.output_dir={tmp_path}",
-                f"paths.cache_dir={shared_cache}", "trainer.pretrain.max_steps=100"]  # fmt: skip
+                f"paths.cache_dir={shared_cache}", "trainer.pretrain.max_steps=100",
+                f"trainer.callbacks=[{hold}]"]  # fmt: skip
     command = [sys.executable, "-m", "ssmax.pipeline"]
     first = subprocess.Popen([*command, "run", *settings], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-        lock_path(tmp_path).exists() and lock_path(tmp_path).read_text()
-    ):
-        time.sleep(0.1)
+    _wait_for("the first run to hold", lambda: any(tmp_path.glob(f"pipeline/**/{HELD_FILE}")))
     assert json.loads(lock_path(tmp_path).read_text())["pid"] == first.pid
     third = subprocess.Popen([*command, "run", *settings, "--wait"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    third_lines: list[str] = []
+    reader = threading.Thread(target=lambda: third_lines.extend(third.stdout), daemon=True)
+    reader.start()
     second = subprocess.run([*command, "run", *settings], capture_output=True, text=True)
     assert second.returncode == BUSY
     assert second.stderr.strip().splitlines() == [
@@ -83,8 +97,12 @@ def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache:
     assert f"pid {first.pid}" in second.stderr
     status = subprocess.run([*command, "status", *settings], capture_output=True, text=True)
     assert status.returncode == 0 and "nodes:" in status.stdout  # reads while the run goes on
+    _wait_for("the third run to wait", lambda: any("waiting for" in x for x in third_lines))
+    release.touch()
     out, err = first.communicate(timeout=600)
-    third_out, third_err = third.communicate(timeout=600)
+    third.wait(timeout=600)
+    reader.join(timeout=60)
+    third_out, third_err = "".join(third_lines), third.stderr.read()
     assert first.returncode == 0, err[-2000:]
     assert third.returncode == 0, third_err[-2000:]
     assert f"waiting for pid {first.pid}" in third_out

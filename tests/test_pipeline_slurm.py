@@ -90,7 +90,6 @@ def smoke_dag(
 
 def test_client_submits_and_returns(smoke_dag: dict) -> None:
     assert smoke_dag["submitted"] == NODES + 1  # one job per node, and the job closing the run
-    assert smoke_dag["submit_s"] < 15  # 16 x sbatch (39 measured ~3 s on 2 cores)
     assert set(smoke_dag["right_after"]) <= {"queued", "running", "done"}
     assert "queued" in smoke_dag["right_after"]  # it did not wait for them
 

@@ -1,7 +1,9 @@
 """Training nodes on the local SLURM cluster that SLURM interrupts: a preemption
 (`job._interrupt()`), a real time-out (USR2 `signal_delay_s` before the limit) and one requeue
-too many. Each resumes from the checkpoint written at the signal, in the same MLflow run, with
-no duplicate steps and the final weights of an uninterrupted run; the last one fails clearly.
+too many. Training waits at a step until the signal comes (ssmax.lit.hold.HoldAtStep), so the
+signal lands mid-training whatever the machine's speed. Each resumes from the checkpoint
+written at the signal, in the same MLflow run, with no duplicate steps and the final weights
+of an uninterrupted run; the last one fails clearly.
 
 All four jobs run at once (one CPU each), so the module costs about one training's wall time.
 """
@@ -17,25 +19,24 @@ import submitit
 import torch
 from mlflow import MlflowClient
 
+from ssmax.lit.hold import HELD_FILE
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.run import NodeJob, plan
 from ssmax.pipeline.slurm import _folder, submit
 
 pytestmark = pytest.mark.slurm
 
-# Long enough that the time-out's signal (~60 s after the job starts: 60 s before the 2-min
-# limit) comes while it trains: ~20 ms a step on a quiet 2-core machine with all four jobs at
-# once (1,800 steps ended before the signal there), so ~60 s of training from ~12 s on. The
-# requeued job then needs only seconds. A larger signal delay does not help: a requeued job
-# gets its signal again ~15 s after it starts, before training, and never gets through.
-STEPS = 3000
+STEPS = 200
 SETTINGS = [
     "preset=smoke", "pipeline.variants=[a_softmax]", f"trainer.pretrain.max_steps={STEPS}",
     "trainer.checkpoint_every_n_steps=100000",  # only the signal's checkpoint to resume from
     "trainer.val_every_n_steps=100000", "trainer.log_every_n_steps=2",
     "trainer.deterministic=true", "executor=slurm",
 ]  # fmt: skip
-# timeout_min <= 10: submitit counts the signal as a time-out (not a preemption).
+# timeout_min <= 10: submitit counts the signal as a time-out (not a preemption). SLURM sends it
+# 60 s before the 2-min limit; training is held at a step until it comes (HoldAtStep), so it
+# comes mid-training however fast the machine trains. The requeued job gets the signal again
+# 60 s after it starts: time for the few seconds of training left (or it is requeued again).
 TIMEOUT = ["executor.timeout_min=2", "executor.signal_delay_s=60", "executor.max_requeues=8"]
 DEADLINE_S = 600.0
 
@@ -76,12 +77,16 @@ def wait_until(what: str, check, deadline_s: float = DEADLINE_S) -> None:  # noq
         time.sleep(0.5)
 
 
-def interrupt_when_training(job: NodeJob, sjob: submitit.SlurmJob, steps: int) -> None:
-    # Open the MLflow store only once the job has created it (its run id is on disk then):
-    # two processes creating its tables at once clash.
-    wait_until(f"job {sjob.job_id}'s MLflow run", (Path(job.dir) / "mlflow_run_id").exists)
-    out = Path(job.dir).parents[5]  # <out>/pipeline/nodes/pretrain/<variant>/seed0/<fp>
-    wait_until(f"job {sjob.job_id} to train {steps} steps", lambda: len(logged_steps(out)) >= steps)
+HOLDS = {"preempted": 20, "timed_out": 30, "limit": 4}  # the step each job's training waits at
+
+
+def hold_at(name: str) -> str:
+    """Training waits after its step until a requeueing signal is pending (ssmax.lit.hold)."""
+    return f"trainer.callbacks=[{{_target_: ssmax.lit.hold.HoldAtStep, step: {HOLDS[name]}}}]"
+
+
+def interrupt_when_held(job: NodeJob, sjob: submitit.SlurmJob) -> None:
+    wait_until(f"job {sjob.job_id} to hold training", (Path(job.dir) / HELD_FILE).exists)
     sjob._interrupt()  # SIGTERM, then USR2: a preemption
 
 
@@ -91,12 +96,14 @@ def interrupted(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_
     started = time.perf_counter()
     runs = {
         "straight": submit_pretrain(root / "straight", shared_cache),
-        "preempted": submit_pretrain(root / "preempted", shared_cache),
-        "timed_out": submit_pretrain(root / "timed_out", shared_cache, *TIMEOUT),
-        "limit": submit_pretrain(root / "limit", shared_cache, "executor.max_requeues=0"),
-    }
-    interrupt_when_training(*runs["limit"], 4)
-    interrupt_when_training(*runs["preempted"], 20)
+        "preempted": submit_pretrain(root / "preempted", shared_cache, hold_at("preempted")),
+        "timed_out": submit_pretrain(root / "timed_out", shared_cache, *TIMEOUT,
+                                     hold_at("timed_out")),
+        "limit": submit_pretrain(root / "limit", shared_cache, "executor.max_requeues=0",
+                                 hold_at("limit")),
+    }  # fmt: skip
+    interrupt_when_held(*runs["limit"])
+    interrupt_when_held(*runs["preempted"])
     for name in ("straight", "preempted", "timed_out"):
         job = runs[name][0]
         wait_until(f"{name} to finish", lambda job=job: job.done is not None)
@@ -125,8 +132,9 @@ def test_interrupted_node_resumes_like_an_uninterrupted_one(
     log = Path(sjob.paths.stderr).read_text()
     assert f"this job is {case}" in log
     history = requeues(job)
-    assert history, "no checkpoint at a signal: did training end before it? raise STEPS"
+    assert history, "no checkpoint at a signal"
     assert all(0 < h["step"] < STEPS for h in history)  # mid-training, at a step boundary
+    assert history[0]["step"] == HOLDS[name] + 1  # the step boundary after the signal came
     resumed = [h for h in history if "resume_s" in h]
     assert resumed and all(h["first_step"] == h["step"] + 1 for h in resumed)
     print(f"\n{name}: requeued {len(history)}x; signal -> resumed job's first step: "

@@ -14,6 +14,8 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from ssmax.lit.hold import HELD_FILE
+
 pytestmark = pytest.mark.slow
 
 SETTINGS = [
@@ -24,7 +26,13 @@ SETTINGS = [
 NODE = "pipeline/nodes/pretrain/a_softmax/seed0"
 
 
-def pipeline(out: Path, cache: Path) -> list[str]:
+# The first try's training waits after step 12 (a checkpoint of step 10 on disk) until it is
+# killed: the kill lands mid-training however fast the machine is. trainer.callbacks is not
+# part of the node's fingerprint: the re-invocation without it resumes the same node.
+HOLD = "trainer.callbacks=[{_target_: ssmax.lit.hold.HoldAtStep, step: 12}]"
+
+
+def pipeline(out: Path, cache: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -33,6 +41,7 @@ def pipeline(out: Path, cache: Path) -> list[str]:
         *SETTINGS,
         f"paths.output_dir={out}",
         f"paths.cache_dir={cache}",
+        *extra,
     ]
 
 
@@ -56,20 +65,20 @@ def test_killed_training_node_resumes_to_identical_weights(
     subprocess.run(pipeline(straight, shared_cache), check=True, capture_output=True)
 
     proc = subprocess.Popen(
-        pipeline(killed, shared_cache),
+        pipeline(killed, shared_cache, HOLD),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
-        ckpts = list((killed / NODE).glob("*/checkpoints/last.ckpt"))
-        if ckpts:
+        if list((killed / NODE).glob(f"*/{HELD_FILE}")):
             break
-        time.sleep(0.02)
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     folder = node_dir(killed)
+    assert (folder / HELD_FILE).exists() and (folder / "checkpoints" / "last.ckpt").exists()
     assert not (folder / "done.json").exists() and not (folder / "model.pt").exists()
     partial, _ = loss_steps(killed)
     assert max(partial, default=0) < 59  # killed before the end

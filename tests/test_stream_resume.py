@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ssmax.lit.hold import HELD_FILE
 from tests.ddp_helpers import ROOT, RUN, slimpajama_files, streaming, train_command
 
 pytestmark = pytest.mark.slow
@@ -26,20 +27,24 @@ def test_killed_streaming_run_resumes_to_identical_weights(
     settings = [*streaming(files), "data.num_workers=2", "trainer.pretrain.max_steps=24",
                 "trainer.checkpoint_every_n_steps=4", "trainer.deterministic=true"]  # fmt: skip
     straight, killed = tmp_path / "straight", tmp_path / "killed"
-    command = lambda out: train_command(out, shared_cache, 1, 4, *settings)  # noqa: E731
+    command = lambda out, *extra: train_command(out, shared_cache, 1, 4, *settings, *extra)  # noqa: E731
     subprocess.run(command(straight), cwd=ROOT, check=True, capture_output=True)
 
-    proc = subprocess.Popen(command(killed), cwd=ROOT, stdout=subprocess.DEVNULL,
+    # Training waits after step 6 (a checkpoint of step 4 on disk) until it is killed, however
+    # fast the machine is; the re-invocation runs without the hold.
+    hold = "trainer.callbacks=[{_target_: ssmax.lit.hold.HoldAtStep, step: 6}]"
+    proc = subprocess.Popen(command(killed, hold), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     checkpoint = killed / RUN / "checkpoints" / "last.ckpt"
+    held = killed / RUN / HELD_FILE
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None and not checkpoint.exists():
-        time.sleep(0.02)
+    while time.monotonic() < deadline and proc.poll() is None and not held.exists():
+        time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     assert not (killed / RUN / "model.pt").exists()
     saved = torch.load(checkpoint, weights_only=False)
-    assert 0 < saved["global_step"] < 24  # killed in the middle
+    assert saved["global_step"] == 4  # killed in the middle, held after step 6
 
     out = subprocess.run(command(killed), cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
