@@ -190,3 +190,19 @@ def test_mlflow_ui_on_a_busy_port_is_one_line(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and f"--port {port} on 127.0.0.1 is in use" in lines[0]
     assert "make mlflow-ui PORT=" in lines[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here: accelerator=gpu is right")
+def test_gpu_asked_for_without_one_is_one_line_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    says = "error: trainer.accelerator=gpu but no CUDA device is visible here; allowed on this "
+    out = tmp_path / "out"
+    status, lines = run_in_process(["trainer.accelerator=gpu"], out, tmp_path / "cache", capsys)
+    assert status == 2 and len(lines) == 1 and lines[0].startswith(says), lines
+    assert not out.exists()
+    done = entry("ssmax.train", "preset=smoke", f"paths.output_dir={out}",
+                 "trainer.accelerator=gpu")  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(says), lines
+    assert not out.exists()

@@ -9,6 +9,7 @@ the Lightning Trainer, its logger and callbacks, and fits. Prints the resolved c
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
@@ -18,6 +19,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, check_cli_choices, check_compose, check_override_keys, debug
+from ssmax.devices import uses_cuda
 from ssmax.inputs import check_inputs
 from ssmax.resolvers import launcher_value, register_resolvers
 
@@ -45,12 +47,22 @@ def fail(err: BaseException, status: int) -> NoReturn:
     sys.exit(status)
 
 
+def _log_once() -> None:
+    """Hydra's logging prints every record (console and the job's log file); Lightning gave its
+    loggers a console handler of their own when imported before it, so each line came twice."""
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        logger.handlers.clear()
+        logger.propagate = True
+
+
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     from ssmax.data.hub import DataUnavailableError
     from ssmax.lit.guards import TrainingDiverged
     from ssmax.training import train
 
+    _log_once()
     try:
         with _requeueable():
             result = train(cfg)
@@ -78,6 +90,8 @@ def main() -> None:
         check_launcher(sys.argv[1:])
         cfg = check_compose(overrides)
         check_inputs(cfg, sft=cfg.objective == "sft")
+        if "hydra/launcher=ssmax_slurm" not in sys.argv[1:]:  # else it trains on a SLURM node
+            uses_cuda(str(cfg.trainer.accelerator))
     except ConfigError as err:
         fail(err, 2)
     _hydra_main()

@@ -40,10 +40,14 @@ def run(overrides: list[str], wait: bool = False) -> int:
     from ssmax.pipeline.run import abort_open_runs, plan
 
     cfg, jobs = plan(overrides)
-    if cfg.executor.kind == "slurm":
+    if cfg.executor.kind == "slurm":  # the jobs run on the cluster's nodes, GPUs or not
         from ssmax.pipeline.slurm.profile import check_cluster
 
         check_cluster()
+    else:
+        from ssmax.devices import uses_cuda
+
+        uses_cuda(str(cfg.trainer.accelerator))  # a GPU asked for and not here: one line
     log = lambda line: print(line, flush=True)  # noqa: E731
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
     with pipeline_lock(cfg.paths.output_dir, wait, log, command):

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.config import model_config, variant_config
+from ssmax.devices import uses_cuda
 from ssmax.model import Transformer
-from ssmax.schema import ACCELERATORS
 
 
 @dataclass
@@ -42,16 +42,7 @@ def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
 def eval_device(cfg: DictConfig) -> torch.device:
     """Where the evals run: trainer.accelerator (auto: the GPU when there is one). A GPU asked
     for and not there is an error, not a silent run on the CPU."""
-    accelerator = str(cfg.trainer.accelerator)
-    if accelerator not in ACCELERATORS:
-        raise ConfigError(f"trainer.accelerator={accelerator!r}; allowed: {ACCELERATORS}")
-    cuda = torch.cuda.is_available()
-    if accelerator in ("gpu", "cuda") and not cuda:
-        raise ConfigError(
-            f"trainer.accelerator={accelerator} but no CUDA device is visible here; "
-            "allowed on this machine: auto, cpu"
-        )
-    return torch.device("cuda" if cuda and accelerator != "cpu" else "cpu")
+    return torch.device("cuda" if uses_cuda(str(cfg.trainer.accelerator)) else "cpu")
 
 
 def load_model(cfg: DictConfig, weights: str) -> Transformer:
