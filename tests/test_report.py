@@ -21,6 +21,7 @@ from ssmax.report.claims import VERDICTS, claims
 from ssmax.report.gather import Results
 from ssmax.report.render import RULE
 from ssmax.tracking import tracking_uri
+from tests.conftest import make_cfg
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EVALUATED = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias",
@@ -191,3 +192,12 @@ def test_a_pipeline_without_some_variants_names_the_claims_it_cannot_test(
 def _cfg(smoke: Smoke):  # noqa: ANN202 - DictConfig
     cfg, _ = plan(smoke.overrides)
     return cfg
+
+
+def test_settings_name_the_tokenizer_the_models_used() -> None:
+    from ssmax.report.build import trained_on
+
+    gpt2 = make_cfg("preset=smoke", "data.tokenizer=gpt2", "data.vocab_size=50257")
+    assert "GPT-2's BPE (50,257 tokens)" in trained_on(gpt2.data)["pretraining data"]
+    bpe = trained_on(make_cfg("preset=smoke").data)["pretraining data"]
+    assert "a byte-level BPE of 512 tokens trained on the corpus" in bpe and "GPT-2" not in bpe

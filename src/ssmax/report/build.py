@@ -56,10 +56,15 @@ def trained_on(data: DictConfig) -> dict[str, str]:
     """The data the models saw, in words: pretraining (with planted facts) and SFT."""
     from ssmax.data.facts import spec_from_cfg
 
+    tokenizer = (
+        f"GPT-2's BPE ({data.vocab_size:,} tokens)"
+        if data.tokenizer == "gpt2"
+        else f"a byte-level BPE of {data.vocab_size:,} tokens trained on the corpus"
+    )
     if data.source == "embedded":
-        pre = f"embedded corpus (Jane Austen's six novels), byte-level BPE of {data.vocab_size}"
+        pre = f"embedded corpus (Jane Austen's six novels), {tokenizer}"
     else:
-        pre = f"SlimPajama ({data.hf_slimpajama}), {data.tokenizer} tokenizer"
+        pre = f"SlimPajama ({data.hf_slimpajama}), {tokenizer}"
     spec = spec_from_cfg(data.facts)
     if spec.fraction > 0:
         fact, question = spec.templates[0]
