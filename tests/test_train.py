@@ -137,3 +137,14 @@ def test_sft_from_pretrained_weights(
 def test_result_carries_final_losses(out_dir: Path, shared_cache: Path) -> None:
     result = train(smoke_cfg(out_dir, shared_cache, "c_ssmax_no_scale", "seed=3"))
     assert result.metrics["train/loss"] > 0 and result.metrics["val/loss"] > 0
+
+
+def test_progress_bar_is_described_by_steps() -> None:
+    import lightning as L
+
+    from ssmax.training import StepProgressBar
+
+    bar = StepProgressBar()
+    trainer = L.Trainer(max_steps=1500, max_epochs=-1, callbacks=[bar], logger=False)
+    bar.setup(trainer, None, "fit")
+    assert bar._get_train_description(0) == "train, 1,500 steps"  # Lightning's: "Epoch 0/-2"

@@ -186,7 +186,7 @@ def build_callbacks(cfg: DictConfig, run_dir: Path, save_at: dict[int, Path]) ->
     if deferred is not None:
         callbacks.append(StepBoundary(deferred, checkpoints / "last.ckpt", run_dir))
     if cfg.trainer.progress_bar:
-        callbacks.append(L.pytorch.callbacks.RichProgressBar())
+        callbacks.append(StepProgressBar())
     return callbacks + [hydra.utils.instantiate(c) for c in cfg.trainer.callbacks]
 
 
@@ -233,6 +233,14 @@ def plugins() -> list[object]:
     if SLURMEnvironment.detect():
         found.append(SLURMEnvironment(auto_requeue=False))
     return found
+
+
+class StepProgressBar(L.pytorch.callbacks.RichProgressBar):
+    """Lightning's rich bar, described by the run's steps: training is set in steps
+    (max_epochs=-1), which Lightning's own description showed as "Epoch 0/-2"."""
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return f"train, {self.trainer.max_steps:,} steps"
 
 
 class SaveWeightsAt(L.Callback):
