@@ -2,7 +2,9 @@
 
 `python -m ssmax.report.ui --output-dir outputs --port 5000` serves until Ctrl-C. The server
 runs in its own session (setsid) because its worker children outlive a plain kill of the
-parent; stopping signals the whole process group. Job execution is off: the store needs none.
+parent; stopping signals the whole process group. The command stops it on SIGINT, SIGTERM and
+SIGHUP, and when its own parent dies (a closed terminal, a killed job script): no server is
+left on the port. Job execution is off: the store needs none.
 """
 
 from __future__ import annotations
@@ -71,20 +73,27 @@ def start_ui(
             command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
     server = UIServer(process, f"http://{host}:{port}", log)
+    try:
+        _wait_healthy(server, timeout)
+    except BaseException:  # a signal or Ctrl-C while it starts stops it too
+        stop_ui(server)
+        raise
+    return server
+
+
+def _wait_healthy(server: UIServer, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"mlflow server exited ({process.returncode}): {_last_line(log)}; see {log}"
-            )
+        if server.process.poll() is not None:
+            raise RuntimeError(f"mlflow server exited ({server.process.returncode}): "
+                               f"{_last_line(server.log)}; see {server.log}")  # fmt: skip
         try:
             with urllib.request.urlopen(server.url + "/health", timeout=2) as reply:
                 if reply.status == 200:
-                    return server
+                    return
         except OSError:
             time.sleep(0.5)
-    stop_ui(server)
-    raise TimeoutError(f"mlflow server gave no /health in {timeout:.0f} s; see {log}")
+    raise TimeoutError(f"mlflow server gave no /health in {timeout:.0f} s; see {server.log}")
 
 
 def stop_ui(server: UIServer, grace: float = 10.0) -> None:
@@ -115,6 +124,25 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Stopped(Exception):
+    """A stop signal arrived (SIGTERM, SIGINT, SIGHUP)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def serve(server: UIServer, poll_s: float = 0.5) -> None:
+    """Block until the server exits, a stop signal arrives or this process's parent dies (it
+    is then adopted: getppid changes); the caller stops the server."""
+    parent = os.getppid()
+    while server.process.poll() is None and os.getppid() == parent:
+        time.sleep(poll_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the pipeline's paths.output_dir")
@@ -129,17 +157,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
               f"make mlflow-ui PORT={free_port(args.host)}", file=sys.stderr)  # fmt: skip
         return 2
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop)
     try:
         server = start_ui(args.output_dir, args.port, args.host)
+    except Stopped:
+        return 0
     except (RuntimeError, TimeoutError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)", flush=True)
     try:
-        server.process.wait()
-    except KeyboardInterrupt:
+        serve(server)
+    except Stopped:
         pass
     finally:
+        for sig in STOP_SIGNALS:  # a second signal must not cut the stop short
+            signal.signal(sig, signal.SIG_IGN)
         stop_ui(server)
     return 0
 
