@@ -55,8 +55,13 @@ def store_uri(output_dir: str | Path) -> str:
 def start_ui(
     output_dir: str | Path, port: int | None = None, host: str = "127.0.0.1",
     backend_uri: str | None = None, timeout: float = 120.0,
+    artifacts_destination: str | None = None, allowed_hosts: list[str] | None = None,
 ) -> UIServer:  # fmt: skip
-    """Start `mlflow server` on the store of output_dir and wait until /health answers."""
+    """Start `mlflow server` on the store of output_dir and wait until /health answers.
+
+    artifacts_destination: where the server keeps the artifacts it proxies for its clients
+    (ssmax.tracking.server); allowed_hosts: the Host headers it answers (MLflow's default:
+    localhost and private addresses)."""
     port = port or free_port(host)
     log = Path(output_dir) / f"mlflow-ui-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -66,6 +71,10 @@ def start_ui(
         "--backend-store-uri", backend_uri or store_uri(output_dir),
         "--host", host, "--port", str(port), "--workers", "1",
     ]  # fmt: skip
+    if artifacts_destination:
+        command += ["--serve-artifacts", "--artifacts-destination", artifacts_destination]
+    if allowed_hosts:
+        command += ["--allowed-hosts", ",".join(allowed_hosts)]
     with open(log, "wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
