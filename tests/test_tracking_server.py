@@ -204,3 +204,32 @@ def test_entry_refuses_bad_input_in_one_line(tmp_path: Path, capsys) -> None:
         assert server_main(args + bad) == 2  # argparse: the later --dir wins
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "cannot write to" in err and str(blocker) in err
+
+
+def test_nodes_creating_the_experiment_at_once_share_it(server, tmp_path: Path) -> None:  # noqa: ANN001
+    """Jobs on several nodes may each find no experiment and create it (no file lock spans
+    machines): the server refuses the second create, and that job reads the first's back."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from mlflow.exceptions import MlflowException
+
+    from ssmax.config import compose
+    from ssmax.tracking import ensure_experiment
+
+    uri, _ = server
+    cfg = compose(f"paths.output_dir={tmp_path}", f"tracking.tracking_uri={uri}",
+                  "tracking.experiment=raced")  # fmt: skip
+    start = Barrier(4)
+
+    def create(_: int) -> str:
+        start.wait()
+        return ensure_experiment(cfg)
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = set(pool.map(create, range(4)))
+    assert len(ids) == 1
+    with pytest.raises(MlflowException) as refused:  # what the losers of the race get
+        MlflowClient(uri).create_experiment("raced")
+    assert refused.value.error_code == "RESOURCE_ALREADY_EXISTS"
+    assert not (tmp_path / "mlartifacts").exists()
