@@ -233,3 +233,33 @@ def test_nodes_creating_the_experiment_at_once_share_it(server, tmp_path: Path) 
         MlflowClient(uri).create_experiment("raced")
     assert refused.value.error_code == "RESOURCE_ALREADY_EXISTS"
     assert not (tmp_path / "mlartifacts").exists()
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids whose command line mentions text (the process table, read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and text in (entry / "cmdline").read_bytes().decode():
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def test_entry_stopped_while_starting_leaves_no_server(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ssmax.tracking.server", "--dir", str(tmp_path), "--port",
+         str(port)], stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    log, end = tmp_path / f"mlflow-ui-{port}.log", time.monotonic() + 120
+    while not log.exists() and time.monotonic() < end and process.poll() is None:
+        time.sleep(0.05)  # the server is spawned once its log exists
+    assert log.exists()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    end = time.monotonic() + 30  # the group gets SIGTERM, then SIGKILL after 10 s
+    while _processes_naming(str(tmp_path)) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert _processes_naming(str(tmp_path)) == []

@@ -81,19 +81,22 @@ def start_ui(
         )
     server = UIServer(process, f"http://{host}:{port}", log)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"mlflow server exited ({process.returncode}): {_last_line(log)}; see {log}"
-            )
-        try:
-            with urllib.request.urlopen(server.url + "/health", timeout=2) as reply:
-                if reply.status == 200:
-                    return server
-        except OSError:
-            time.sleep(0.5)
-    stop_ui(server)
-    raise TimeoutError(f"mlflow server gave no /health in {timeout:.0f} s; see {log}")
+    try:  # whatever ends the wait (Ctrl-C, a signal turned into SystemExit) stops the group
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"mlflow server exited ({process.returncode}): {_last_line(log)}; see {log}"
+                )
+            try:
+                with urllib.request.urlopen(server.url + "/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        return server
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"mlflow server gave no /health in {timeout:.0f} s; see {log}")
+    except BaseException:
+        stop_ui(server)
+        raise
 
 
 def stop_ui(server: UIServer, grace: float = 10.0) -> None:

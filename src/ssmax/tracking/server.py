@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     artifacts = local_folder(args.artifacts_destination)
     destination = artifacts.resolve().as_uri() if artifacts else args.artifacts_destination
     hosts = args.allowed_hosts.split(",") if args.allowed_hosts else allowed_hosts(args.host)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # while starting too: start_ui cleans up
+        signal.signal(signum, _stop_on)
     try:
         server = start_ui(
             folder, args.port, args.host, args.backend_store_uri,
@@ -124,8 +126,6 @@ def main(argv: list[str] | None = None) -> int:
         f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)",
         flush=True,
     )
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _stop_on)
     try:
         code = server.process.wait()
     except KeyboardInterrupt:
