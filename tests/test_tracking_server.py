@@ -106,7 +106,7 @@ def _assert_all_on_server(uri: str, artifacts: Path, out: Path, experiment: str)
     versions = client.search_model_versions("name = 'ssmax-a_softmax'")
     trained = {by_node["pretrain/a_softmax/seed0"].info.run_id, by_node["sft/a_softmax/seed0"]
                .info.run_id}  # fmt: skip
-    assert {v.run_id for v in versions} == trained
+    assert trained <= {v.run_id for v in versions}  # other pipelines on the server add theirs
     for run_id in trained:
         assert "model/MLmodel" in {a.path for a in client.list_artifacts(run_id, "model")}
     # the files are in the server's artifact destination, none in the client's folder
