@@ -21,12 +21,20 @@ SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
 OUTPUT_DIR ?= outputs
 PORT ?= 5000
+# make mlflow-server: its folder (sqlite store, artifacts, log), the address it listens on
+# (0.0.0.0: every node of the cluster), any SQLAlchemy store and artifact destination instead
+SERVER_DIR ?= outputs/mlflow-server
+HOST ?= 127.0.0.1
+BACKEND_STORE_URI ?=
+ARTIFACTS_DESTINATION ?=
+# make report: the server a pipeline tracked on (its tracking.tracking_uri), if not the sqlite
+TRACKING_URI ?=
 # make export: the pipeline node whose weights go to a transformers folder (OUT: where)
 NODE ?= sft/b_ssmax/seed0
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reproduce-all plan status report export mlflow-ui train train-all test test-fast lint format bench clean \
+.PHONY: help setup reproduce-all plan status report export mlflow-ui mlflow-server train train-all test test-fast lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm
 
 help: ## Show this help
@@ -51,13 +59,18 @@ status: setup ## Each node's state on disk (cached / partial / to-run)
 	$(PY) -m ssmax.pipeline status $(PIPELINE_ARGS)
 
 report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (nothing re-runs)
-	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR)
+	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR) $(if $(TRACKING_URI),--tracking-uri $(TRACKING_URI))
 
 export: setup ## A finished node as a transformers folder (NODE=sft/b_ssmax/seed0 OUT=... ARGS=--rope-factor=50)
 	$(PY) -m ssmax.export --node $(NODE) $(if $(OUT),--out $(OUT)) $(PIPELINE_ARGS)
 
 mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-C stops it)
 	$(PY) -m ssmax.report.ui --output-dir $(OUTPUT_DIR) --port $(PORT)
+
+mlflow-server: setup ## A tracking server for clusters: HOST=0.0.0.0 PORT=5000 (BACKEND_STORE_URI=postgresql://...); prints the tracking.tracking_uri to set
+	$(PY) -m ssmax.tracking.server --dir $(SERVER_DIR) --host $(HOST) --port $(PORT) \
+		$(if $(BACKEND_STORE_URI),--backend-store-uri '$(BACKEND_STORE_URI)') \
+		$(if $(ARTIFACTS_DESTINATION),--artifacts-destination '$(ARTIFACTS_DESTINATION)')
 
 train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
 	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(ARGS)

@@ -202,9 +202,9 @@ class TrainerConfig:
 @dataclass
 class TrackingConfig:
     enabled: bool = True  # log to MLflow
-    tracking_uri: str | None = None  # null: sqlite:///<absolute paths.output_dir>/mlflow.db
+    tracking_uri: str | None = None  # null: sqlite:///<abs output_dir>/mlflow.db; http://: a server
     experiment: str = "ssmax-repro"  # the MLflow experiment
-    artifact_location: str | None = None  # null: <absolute paths.output_dir>/mlartifacts
+    artifact_location: str | None = None  # null: <output_dir>/mlartifacts, a server's own
     parent_run_id: str | None = None  # set by the pipeline: node runs are its run's children
     tags: dict[str, Any] = rule({})  # extra run tags (the pipeline adds stage, node, fingerprint)
 

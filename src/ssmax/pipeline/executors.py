@@ -169,7 +169,7 @@ EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
 def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log) -> int:
     """Run the planned jobs with cfg.executor.kind's executor under one MLflow parent run; the
     exit status: 0, or 1 when a node failed or was blocked."""
-    from ssmax.tracking import tracking_uri
+    from ssmax.tracking import is_server, tracking_uri
 
     start = time.perf_counter()
     parent = ParentRun(cfg)
@@ -184,5 +184,6 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     report = next((j for j in jobs if j.variant is None), None)
     if report is not None and states.get(report.name) in FINISHED:
         log(f"report: {report.done['outputs']['report_md']}")
-    log(f"browse: mlflow ui --backend-store-uri {tracking_uri(cfg)}")
+    uri = tracking_uri(cfg)
+    log(f"browse: open {uri}" if is_server(uri) else f"browse: mlflow ui --backend-store-uri {uri}")
     return 1 if counts["failed"] or counts["blocked"] else 0

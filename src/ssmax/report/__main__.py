@@ -72,12 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", required=True, help="the pipeline's paths.output_dir")
     parser.add_argument("--dest", help="where to write the report (default: OUTPUT_DIR/report)")
     parser.add_argument("--run-id", help="a pipeline run (default: the latest)")
-    parser.add_argument("--tracking-uri", help="default: sqlite:///OUTPUT_DIR/mlflow.db")
+    parser.add_argument(
+        "--tracking-uri", help="the run's tracking.tracking_uri, e.g. http://HOST:PORT "
+        "(default: sqlite:///OUTPUT_DIR/mlflow.db)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     output_dir = Path(args.output_dir).resolve()
     uri = args.tracking_uri or f"sqlite:///{output_dir / 'mlflow.db'}"
     if not args.tracking_uri and not (output_dir / "mlflow.db").exists():
-        print(f"error: no MLflow store at {output_dir / 'mlflow.db'}", file=sys.stderr)
+        print(
+            f"error: no MLflow store at {output_dir / 'mlflow.db'}; runs tracked on a server: "
+            "--tracking-uri http://HOST:PORT (make report TRACKING_URI=...)", file=sys.stderr,
+        )  # fmt: skip
         return 2
     try:
         inputs, config_dir, parent = collect(output_dir, uri, args.run_id)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,8 +58,13 @@ def store_uri(output_dir: str | Path) -> str:
 def start_ui(
     output_dir: str | Path, port: int | None = None, host: str = "127.0.0.1",
     backend_uri: str | None = None, timeout: float = 120.0,
+    artifacts_destination: str | None = None, allowed_hosts: list[str] | None = None,
 ) -> UIServer:  # fmt: skip
-    """Start `mlflow server` on the store of output_dir and wait until /health answers."""
+    """Start `mlflow server` on the store of output_dir and wait until /health answers.
+
+    artifacts_destination: where the server keeps the artifacts it proxies for its clients
+    (ssmax.tracking.server); allowed_hosts: the Host headers it answers (MLflow's default:
+    localhost and private addresses)."""
     port = port or free_port(host)
     log = Path(output_dir) / f"mlflow-ui-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -68,6 +74,10 @@ def start_ui(
         "--backend-store-uri", backend_uri or store_uri(output_dir),
         "--host", host, "--port", str(port), "--workers", "1",
     ]  # fmt: skip
+    if artifacts_destination:
+        command += ["--serve-artifacts", "--artifacts-destination", artifacts_destination]
+    if allowed_hosts:
+        command += ["--allowed-hosts", ",".join(allowed_hosts)]
     with open(log, "wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
@@ -135,12 +145,30 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
-def serve(server: UIServer, poll_s: float = 0.5) -> None:
-    """Block until the server exits, a stop signal arrives or this process's parent dies (it
-    is then adopted: getppid changes); the caller stops the server."""
-    parent = os.getppid()
-    while server.process.poll() is None and os.getppid() == parent:
-        time.sleep(poll_s)
+def serve_until_stopped(
+    start: Callable[[], UIServer], banner: Callable[[UIServer], str], poll_s: float = 0.5
+) -> int | None:
+    """Start a server, print its banner and serve until SIGINT, SIGTERM or SIGHUP, the death
+    of this process's parent (it is adopted: getppid changes) or the server's own exit; then
+    stop it and every process under it. The server's exit status if it ended by itself, else
+    None. start's errors (RuntimeError, TimeoutError) propagate, its server stopped."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop)
+    server = None
+    try:  # one block from start to stop: a signal at any point ends in stop_ui
+        server = start()
+        print(banner(server), flush=True)
+        parent = os.getppid()
+        while server.process.poll() is None and os.getppid() == parent:
+            time.sleep(poll_s)
+        return server.process.poll()
+    except Stopped:
+        return None
+    finally:
+        for sig in STOP_SIGNALS:  # a second signal must not cut the stop short
+            signal.signal(sig, signal.SIG_IGN)
+        if server is not None:
+            stop_ui(server)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,24 +185,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
               f"make mlflow-ui PORT={free_port(args.host)}", file=sys.stderr)  # fmt: skip
         return 2
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _stop)
     try:
-        server = start_ui(args.output_dir, args.port, args.host)
-    except Stopped:
-        return 0
+        code = serve_until_stopped(
+            lambda: start_ui(args.output_dir, args.port, args.host),
+            lambda server: f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)",
+        )
     except (RuntimeError, TimeoutError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)", flush=True)
-    try:
-        serve(server)
-    except Stopped:
-        pass
-    finally:
-        for sig in STOP_SIGNALS:  # a second signal must not cut the stop short
-            signal.signal(sig, signal.SIG_IGN)
-        stop_ui(server)
+    if code is not None:
+        print(f"error: mlflow server exited ({code}); see its log", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -27,9 +27,21 @@ def tracking_uri(cfg: DictConfig) -> str:
     return "sqlite:///" + str(Path(cfg.paths.output_dir).resolve() / "mlflow.db")
 
 
-def artifact_location(cfg: DictConfig) -> str:
-    root = cfg.tracking.artifact_location or Path(cfg.paths.output_dir) / "mlartifacts"
-    return Path(root).resolve().as_uri()
+def is_server(uri: str) -> bool:
+    """A tracking server (http/https), as opposed to a store this process opens itself."""
+    return uri.startswith(("http://", "https://"))
+
+
+def artifact_location(cfg: DictConfig) -> str | None:
+    """Where a new experiment keeps its artifacts: tracking.artifact_location when set; on a
+    tracking server None, the server's own (mlflow-artifacts:/<id>, proxied to its artifacts
+    destination, readable wherever the server is); else <output_dir>/mlartifacts."""
+    root = cfg.tracking.artifact_location
+    if root and "://" in str(root):
+        return str(root)  # a URI (s3://, mlflow-artifacts:/, file://) as given
+    if not root and is_server(tracking_uri(cfg)):
+        return None
+    return Path(root or Path(cfg.paths.output_dir) / "mlartifacts").resolve().as_uri()
 
 
 @contextmanager
@@ -45,9 +57,11 @@ def store_lock(uri: str) -> Iterator[None]:
 
 
 def ensure_experiment(cfg: DictConfig) -> str:
-    """Id of the configured experiment, created with an explicit artifact location; the store
-    and the experiment are created under store_lock (every path to a new store comes here)."""
+    """Id of the configured experiment, created with artifact_location(cfg); the store and the
+    experiment are created under store_lock (every path to a new store comes here). On a
+    server, clients on other nodes may create it at the same time: the loser reads it back."""
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
     uri = tracking_uri(cfg)
@@ -56,7 +70,12 @@ def ensure_experiment(cfg: DictConfig) -> str:
         experiment = client.get_experiment_by_name(cfg.tracking.experiment)
         if experiment is not None:
             return experiment.experiment_id
-        return client.create_experiment(cfg.tracking.experiment, artifact_location(cfg))
+        try:
+            return client.create_experiment(cfg.tracking.experiment, artifact_location(cfg))
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        return client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
 
 
 def flat_params(cfg: DictConfig) -> dict[str, str]:

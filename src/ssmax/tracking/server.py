@@ -1,0 +1,130 @@
+"""A tracking server for runs on several machines (`make mlflow-server`).
+
+`python -m ssmax.tracking.server --dir outputs/mlflow-server --host 0.0.0.0 --port 5000`
+starts a real `mlflow server` (ssmax.report.ui.start_ui: its own process group) with a SQL
+store (default: sqlite in --dir; any SQLAlchemy URI with --backend-store-uri, e.g. Postgres
+for many nodes) that proxies every artifact to --artifacts-destination (default: --dir's
+artifacts/ folder; or s3://...). It prints the `tracking.tracking_uri=...` to set and serves
+until Ctrl-C, SIGTERM or SIGHUP, or until its parent dies, then stops the server and its
+workers (ssmax.report.ui.serve_until_stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ssmax.report.ui import free_port, port_in_use, serve_until_stopped, start_ui
+
+ANY_ADDRESS = ("0.0.0.0", "::", "")
+
+
+def client_host(host: str) -> str:
+    """The name other machines reach a server bound to host by (getfqdn can say just
+    "localhost" where /etc/hosts maps the hostname to 127.0.0.1: then the hostname)."""
+    if host not in ANY_ADDRESS:
+        return host
+    fqdn = socket.getfqdn()
+    return socket.gethostname() if fqdn.startswith("localhost") else fqdn
+
+
+def allowed_hosts(host: str) -> list[str]:
+    """MLflow's default Host headers (localhost, private addresses) and, when the server
+    listens on every address, this machine's names: clients on other nodes use them."""
+    from mlflow.server.security_utils import get_default_allowed_hosts
+
+    names = {socket.gethostname(), socket.getfqdn(), client_host(host)} - {"", *ANY_ADDRESS}
+    return get_default_allowed_hosts() + [p for n in sorted(names) for p in (n, f"{n}:*")]
+
+
+def local_folder(uri: str) -> Path | None:
+    """The local folder a path or file:// URI names; None for a remote store (s3://...)."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    return Path(uri) if not parsed.scheme else None
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why folder cannot be created or written to, or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        return err.strerror or str(err)
+    return None
+
+
+def check(args: argparse.Namespace) -> str | None:
+    """One line on what is wrong with the arguments, or None."""
+    folders = [("--dir", Path(args.dir))]
+    if args.backend_store_uri.startswith("sqlite:///"):
+        db = Path(args.backend_store_uri.removeprefix("sqlite:///"))
+        folders.append(("--backend-store-uri", db.parent))
+    artifacts = local_folder(args.artifacts_destination)
+    if artifacts is not None:
+        folders.append(("--artifacts-destination", artifacts))
+    for option, folder in folders:
+        why = unwritable(folder)
+        if why:
+            return f"{option}: cannot write to {folder} ({why}); pick a folder you can write to"
+    busy = port_in_use(args.host, args.port)
+    if busy:
+        return (
+            f"--port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
+            f"make mlflow-server PORT={free_port(args.host)}"
+        )
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default="outputs/mlflow-server", help="its store, artifacts, log")
+    parser.add_argument("--backend-store-uri", help="SQLAlchemy URI (default: sqlite in --dir)")
+    parser.add_argument("--artifacts-destination", help="default: DIR/artifacts")
+    parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0: reachable from other nodes")
+    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--allowed-hosts", help="Host headers served, comma-separated")
+    args = parser.parse_args(argv)
+    folder = Path(args.dir).resolve()
+    args.backend_store_uri = args.backend_store_uri or f"sqlite:///{folder / 'mlflow.db'}"
+    args.artifacts_destination = args.artifacts_destination or str(folder / "artifacts")
+    problem = check(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    artifacts = local_folder(args.artifacts_destination)
+    destination = artifacts.resolve().as_uri() if artifacts else args.artifacts_destination
+    hosts = args.allowed_hosts.split(",") if args.allowed_hosts else allowed_hosts(args.host)
+    uri = f"http://{client_host(args.host)}:{args.port}"
+    try:
+        code = serve_until_stopped(
+            lambda: start_ui(
+                folder, args.port, args.host, args.backend_store_uri,
+                artifacts_destination=destination, allowed_hosts=hosts,
+            ),
+            lambda server: (
+                f"MLflow tracking server: {uri}  (store: {args.backend_store_uri}; artifacts: "
+                f"{destination}; log: {server.log}; process group {server.process.pid})\n"
+                f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)"
+            ),
+        )  # fmt: skip
+    except RuntimeError as err:  # the server refused its settings (e.g. a bad store URI)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except TimeoutError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if code is not None:
+        print(f"error: mlflow server exited ({code}); see {folder}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
