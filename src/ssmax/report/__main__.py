@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.tracking_uri and not (output_dir / "mlflow.db").exists():
         print(f"error: no MLflow store at {output_dir / 'mlflow.db'}", file=sys.stderr)
         return 2
+    from ssmax.tracking.spool import deliver_pending
+
+    deliver_pending(output_dir)  # what training runs left for a server that was away
     try:
         inputs, config_dir, parent = collect(output_dir, uri, args.run_id)
     except LookupError as err:
