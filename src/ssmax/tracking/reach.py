@@ -26,6 +26,14 @@ def request(
     return verify_rest_response(reply, endpoint) if verify else reply
 
 
+def why(err: Exception, timeout: float) -> str:
+    """A failed request's reason in a few words (MLflow's message holds urllib3's page)."""
+    text = str(err).lower()
+    if "timeout" in text or "timed out" in text:
+        return f"no answer in {timeout:.0f} s"
+    return "connection refused" if "refused" in text else "no answer"
+
+
 def check_reachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """None when the tracking server at uri answers (any HTTP reply), else one line on what to
     do. Other URIs (sqlite, files) are local: None."""
@@ -37,10 +45,7 @@ def check_reachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
         request(uri, "/api/2.0/mlflow/experiments/search", "GET", timeout, verify=False,
                 params={"max_results": 1})  # fmt: skip
     except MlflowException as err:
-        reason = "connection refused" if "refused" in str(err).lower() else "no answer"
-        if "timeout" in str(err).lower():
-            reason = f"no answer in {timeout:.0f} s"
-        return (f"tracking.tracking_uri={uri} is unreachable ({reason}): "
+        return (f"tracking.tracking_uri={uri} is unreachable ({why(err, timeout)}): "
                 "start the server (e.g. `make mlflow-server`) or unset tracking.tracking_uri "
                 "to use the local sqlite store")  # fmt: skip
     return None

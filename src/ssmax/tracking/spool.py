@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ssmax.lit.resume import ResumableMLFlowLogger, active_deferral
-from ssmax.tracking.reach import request
+from ssmax.tracking.reach import request, why
 
 SPOOL_FILE = "mlflow-pending.jsonl"  # in the run folder: what the server has not received yet
 SEND_TIMEOUT_S = 5  # one delivery attempt; the training thread never waits for it
@@ -57,8 +57,7 @@ class Spool:
         sent = int(self.sent_file.read_text()) if self.sent_file.exists() else 0
         self.pending: list[dict[str, Any]] = [json.loads(line) for line in lines[sent:]]
         self.sent = sent
-        self.away_since: float | None = None  # the last failed attempt's error, for the log
-        self.error = ""
+        self.error = ""  # why the server did not take the last attempt, in a few words
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self.closed = False
@@ -123,12 +122,11 @@ class Spool:
         except RestException as err:  # the server refuses it (a bad value): it never will take it
             print(f"warning: MLflow refused a pending record ({err}); dropped", file=sys.stderr)
         except MlflowException as err:  # away: try again later, in the same order
-            self.away_since, self.error = self.away_since or time.time(), str(err)[:200]
+            self.error = why(err, SEND_TIMEOUT_S)
             return False
         except Exception as err:  # noqa: BLE001 - a record no request can carry: never loop on it
             print(f"warning: a pending MLflow record cannot be sent ({err}); dropped",
                   file=sys.stderr)  # fmt: skip
-        self.away_since = None
         with self._wake:
             del self.pending[: len(batch)]
             self.sent += len(batch)
