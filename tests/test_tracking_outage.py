@@ -19,7 +19,7 @@ import pytest
 
 from ssmax.report.ui import UIServer, free_port, start_ui, stop_ui
 from ssmax.tracking.reach import PROBE_TIMEOUT_S
-from ssmax.tracking.spool import SPOOL_FILE
+from ssmax.tracking.spool import SPOOL_FILE, finish_later
 from tests.hold import longest_gap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,6 +154,9 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
         assert longest_gap(holds) < STALL_BOUND_S
         folder = run_folder(out)
         assert (folder / SPOOL_FILE).exists()
+        run_id = (folder / "mlflow_run_id").read_text().strip()
+        if deliverer == "report":  # as the pipeline ends a training node: behind its metrics
+            assert finish_later(folder, srv.url, run_id, "FINISHED", {"node": "pretrain/x"})
         srv = server(tmp_path / "server", port)
         if deliverer == "report":
             report = subprocess.run(
@@ -165,6 +168,10 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
             again = train(out, shared_cache, srv.url, holds, [], tmp_path / "again.log", max_steps)
             assert again.wait(END_S) == 0, (tmp_path / "again.log").read_text()
         check_run(srv.url, folder, max_steps, every=2)
+        if deliverer == "report":
+            from mlflow import MlflowClient
+
+            assert MlflowClient(srv.url).get_run(run_id).data.tags["node"] == "pretrain/x"
     finally:
         process.kill()
         stop_ui(srv)

@@ -68,7 +68,12 @@ def run(overrides: list[str], wait: bool = False) -> int:
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
     with pipeline_lock(cfg.paths.output_dir, wait, log, command):
         try:
-            return run_pipeline(cfg, jobs, overrides, log)
+            status = run_pipeline(cfg, jobs, overrides, log)
+            if remote:  # what training nodes kept while the server was away, if it is back
+                from ssmax.tracking.spool import deliver_pending
+
+                deliver_pending(cfg.paths.output_dir)
+            return status
         except BaseException as err:  # the MLflow run ends FAILED (KILLED on Ctrl-C), not RUNNING
             abort_open_runs("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
             raise

@@ -69,13 +69,17 @@ class Spool:
             self._thread.start()
 
     def append(self, record: dict[str, Any]) -> None:
-        """Keep a record on disk and queue it; returns at once."""
+        """Keep a record on disk and queue it for the thread; returns at once."""
+        self.append_quietly(record)
+        self.start()
+
+    def append_quietly(self, record: dict[str, Any]) -> None:
+        """Keep a record on disk and queue it, without starting a thread."""
         self.handle.write(json.dumps(record) + "\n")
         self.handle.flush()
         with self._wake:
             self.pending.append(record)
             self._wake.notify()
-        self.start()
 
     def deliver(self, wait: float) -> bool:
         """Deliver what is pending, trying until done or `wait` seconds have passed; True when
@@ -192,6 +196,26 @@ def _pending_line(spool: Spool, uri: str) -> str:
             "them")  # fmt: skip
 
 
+def finish_later(
+    folder: str | Path, uri: str, run_id: str, status: str, tags: dict[str, str]
+) -> bool:
+    """A run whose spool in `folder` is still pending (its server was away when training
+    ended) is finished through the spool too, behind its metrics: True. False when nothing is
+    pending there (finish it directly)."""
+    path = Path(folder) / SPOOL_FILE
+    if not path.exists():
+        return False
+    spool = Spool(path)
+    if not spool.pending:
+        spool.close()
+        return False
+    now = int(time.time() * 1000)
+    spool.append_quietly({"uri": uri, "run_id": run_id, "tags": [[k, v] for k, v in tags.items()]})
+    spool.append_quietly({"uri": uri, "run_id": run_id, "status": status, "end_time": now})
+    spool.close()
+    return True
+
+
 def deliver_pending(root: str | Path, wait: float = DRAIN_WAIT_S) -> int:
     """Deliver what runs under `root` left pending (each file's records name their server);
     the number of files still pending afterwards. A file a running training owns is its own
@@ -233,8 +257,9 @@ def _send(batch: list[dict[str, Any]]) -> None:
         request(uri, "/api/2.0/mlflow/runs/update", "POST", SEND_TIMEOUT_S, json=body)
         return
     metrics = [{"key": k, "value": _json_float(v), "timestamp": t, "step": s}
-               for record in batch for k, v, t, s in record["metrics"]]  # fmt: skip
-    body = {"run_id": run_id, "metrics": metrics}
+               for record in batch for k, v, t, s in record.get("metrics", ())]  # fmt: skip
+    tags = [{"key": k, "value": v} for k, v in first.get("tags", ())]
+    body = {"run_id": run_id, "metrics": metrics, "tags": tags}
     request(uri, "/api/2.0/mlflow/runs/log-batch", "POST", SEND_TIMEOUT_S, json=body)
 
 
