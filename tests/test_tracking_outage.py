@@ -123,9 +123,11 @@ def test_server_away_longer_than_the_retries_mid_pretraining(
         (holds / "go-40").touch()
         assert process.wait(END_S) == 0, log.read_text()
         history = check_run(srv.url, run_folder(out), max_steps, every=2)
-        # the steps trained while it was away were logged then (kept, delivered later)
-        during = [m for m in history if 20 < m.step <= 40]
-        assert len(during) == 10 and all(m.timestamp < back * 1000 for m in during)
+        # the steps trained while it was away were logged then (kept, delivered later); step
+        # 40's values are logged after the hook that holds it, so after the restart
+        during = [m for m in history if 20 < m.step < 40]
+        late = [(m.step, m.timestamp / 1000 - back) for m in during if m.timestamp >= back * 1000]
+        assert len(during) == 9 and not late, late
     finally:
         process.kill()
         stop_ui(srv)

@@ -14,6 +14,8 @@ metric through an outage longer than the retries. So, for an http(s) tracking UR
   next run of that folder, `python -m ssmax.pipeline run` and `python -m ssmax.report` deliver
   it (`deliver_pending`). A line delivered twice (sent, then the process died before counting
   it) is harmless: the server keeps one copy of an identical (key, value, timestamp, step).
+- `finish_later`: a pipeline's training node that ends with metrics pending is finished (tags,
+  status) through the same file, behind them.
 
 A local sqlite store needs none of this (no server to lose): it is written directly, as before.
 """
@@ -60,7 +62,7 @@ class Spool:
         self.error = ""  # why the server did not take the last attempt, in a few words
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
-        self.closed = False
+        self.closed = self.given_up = False
 
     def start(self) -> None:
         """Deliver from a thread from now on (what an earlier run left first)."""
@@ -98,6 +100,10 @@ class Spool:
         with self._wake:
             self.closed = True
             self._wake.notify_all()
+        if self._thread is not None:  # let an attempt under way finish and count itself
+            self._thread.join(SEND_TIMEOUT_S + 1)
+        with self._wake:
+            self.given_up = True  # an attempt still under way counts nothing from here on
         if not self.pending:
             self.path.unlink(missing_ok=True)
             self.sent_file.unlink(missing_ok=True)
@@ -132,10 +138,12 @@ class Spool:
             print(f"warning: a pending MLflow record cannot be sent ({err}); dropped",
                   file=sys.stderr)  # fmt: skip
         with self._wake:
+            if self.given_up:  # close() is done with the files: sent again later, harmlessly
+                return True
+            self.sent_file.write_text(str(self.sent + len(batch)))  # a crash first: sent again
             del self.pending[: len(batch)]
             self.sent += len(batch)
             self._wake.notify_all()
-        self.sent_file.write_text(str(self.sent))  # a crash before this resends: see above
         return True
 
 
