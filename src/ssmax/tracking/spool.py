@@ -156,7 +156,9 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
         self.spool = Spool(Path(spool_dir) / SPOOL_FILE)
         self._status: str | None = None
         # Steps an earlier run of this folder left pending are on their way: logged already.
+        # Its end status is not: the run is open again (RUNNING) and will end with its own.
         for record in self.spool.pending:
+            record["superseded"] = "status" in record and record["run_id"] == self.run_id
             for key, _, _, step in record.get("metrics", ()):
                 self._logged_through[key] = max(self._logged_through.get(key, -1), step)
         if self.spool.pending:
@@ -260,6 +262,8 @@ def _leading_batch(pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _send(batch: list[dict[str, Any]]) -> None:
     first = batch[0]
     uri, run_id = first["uri"], first["run_id"]
+    if first.get("superseded"):
+        return
     if "status" in first:
         body = {"run_id": run_id, "status": first["status"], "end_time": first["end_time"]}
         request(uri, "/api/2.0/mlflow/runs/update", "POST", SEND_TIMEOUT_S, json=body)
