@@ -9,6 +9,7 @@ depends on how fast the machine trains.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -177,3 +178,17 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
     finally:
         process.kill()
         stop_ui(srv)
+
+
+def test_a_spool_line_cut_by_a_kill_is_dropped_whole(tmp_path: Path) -> None:
+    """A process killed mid-write leaves a partial last line: the next owner drops it (its
+    step is trained and logged again after the resume) and appends on a clean line."""
+    from ssmax.tracking.spool import Spool
+
+    path = tmp_path / SPOOL_FILE
+    path.write_text('{"run_id": "r", "metrics": [["a", 1.0, 5, 1]]}\n{"run_id": "r", "metr')
+    spool = Spool(path)
+    assert spool.pending == [{"run_id": "r", "metrics": [["a", 1.0, 5, 1]]}]
+    spool.append_quietly({"run_id": "r", "metrics": [["a", 2.0, 6, 2]]})
+    spool.handle.close()
+    assert [json.loads(line)["metrics"][0][3] for line in path.read_text().splitlines()] == [1, 2]

@@ -55,7 +55,10 @@ class Spool:
         self.handle = open(path, "a+")  # noqa: SIM115 - held for the spool's life (the lock)
         fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises when another owns it
         self.handle.seek(0)
-        lines = self.handle.read().splitlines()
+        text = self.handle.read()
+        if not text.endswith("\n") and text:  # a line cut by a kill: its step is trained again
+            self.handle.truncate(text.rfind("\n") + 1)
+        lines = text.splitlines()[: text.count("\n")]
         sent = int(self.sent_file.read_text()) if self.sent_file.exists() else 0
         self.pending: list[dict[str, Any]] = [json.loads(line) for line in lines[sent:]]
         self.sent = sent
@@ -129,7 +132,11 @@ class Spool:
             batch = _leading_batch(self.pending)
         try:
             _send(batch)
-        except RestException as err:  # the server refuses it (a bad value): it never will take it
+        except RestException as err:
+            if err.get_http_status_code() >= 500 or err.get_http_status_code() == 429:
+                self.error = f"HTTP {err.get_http_status_code()}"  # busy: again later
+                return False
+            # refused (a bad value): it never will take it
             print(f"warning: MLflow refused a pending record ({err}); dropped", file=sys.stderr)
         except MlflowException as err:  # away: try again later, in the same order
             self.error = why(err, SEND_TIMEOUT_S)
