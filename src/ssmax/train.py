@@ -82,6 +82,16 @@ def check_launcher(argv: list[str]) -> None:
         launcher_value("partition", OmegaConf.create({"executor": {"partition": None}}))  # raises
 
 
+def check_tracking(cfg: DictConfig) -> None:
+    """A tracking server that does not answer: one line in seconds, before any folder exists."""
+    from ssmax.tracking import tracking_uri
+    from ssmax.tracking.reach import check_reachable
+
+    problem = check_reachable(tracking_uri(cfg)) if cfg.tracking.enabled else None
+    if problem:
+        raise ConfigError(problem)
+
+
 def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
@@ -92,6 +102,7 @@ def main() -> None:
         check_inputs(cfg, sft=cfg.objective == "sft")
         if "hydra/launcher=ssmax_slurm" not in sys.argv[1:]:  # else it trains on a SLURM node
             uses_cuda(str(cfg.trainer.accelerator))
+        check_tracking(cfg)
     except ConfigError as err:
         fail(err, 2)
     _hydra_main()

@@ -73,19 +73,28 @@ def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
 
 
 def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
-    """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume."""
+    """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume.
+    On a tracking server, metrics go through a spool in run_dir: training never waits for the
+    server, nor stops when it is away (ssmax.tracking.spool); a local sqlite store is written
+    directly (there is no server to lose)."""
+    from ssmax.tracking.reach import is_remote
+    from ssmax.tracking.spool import SpoolingMLFlowLogger
+
     ensure_experiment(cfg)  # the store created under its lock (concurrent runs: ssmax.tracking)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
     tags = run_tags(cfg) | dict(cfg.tracking.tags)
     if cfg.tracking.parent_run_id:  # a child of the pipeline's run
         tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
-    logger = ResumableMLFlowLogger(
+    uri = tracking_uri(cfg)
+    spooled = {"spool_dir": run_dir} if is_remote(uri) else {}
+    logger = (SpoolingMLFlowLogger if spooled else ResumableMLFlowLogger)(
         experiment_name=cfg.tracking.experiment,
-        tracking_uri=tracking_uri(cfg),
+        tracking_uri=uri,
         run_name=cfg.run_name or f"{cfg.variant.name}-{cfg.objective}-seed{cfg.seed}",
         tags=tags,
         run_id=run_id,
+        **spooled,
     )
     if run_id is None:
         log_config(logger.experiment, logger.run_id, cfg)
@@ -160,12 +169,20 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     except Exception:
         if logger:
             logger.finalize("failed")
+            _drain(logger)
         raise
+    _drain(logger)
     weights = run_dir / WEIGHTS_FILE
     if rank0:
         atomic_torch_save(lit.model.state_dict(), weights)
     metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
+
+
+def _drain(logger: ResumableMLFlowLogger | bool) -> None:
+    """A spooling logger's end: a bounded wait for the server, one line if it stays away."""
+    if hasattr(logger, "drain"):
+        logger.drain()
 
 
 def build_callbacks(cfg: DictConfig, run_dir: Path, save_at: dict[int, Path]) -> list[L.Callback]:

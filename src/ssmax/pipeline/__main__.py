@@ -32,14 +32,34 @@ def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
     print(f"{len(jobs)} nodes: {len(jobs) - todo} cached, {todo} to run")
 
 
+def check_tracking(cfg) -> bool:  # noqa: ANN001 - DictConfig, imported lazily
+    """A tracking server that does not answer: one line in seconds (ConfigError), before any
+    folder exists. True when the runs go to a server."""
+    from ssmax.tracking import tracking_uri
+    from ssmax.tracking.reach import check_reachable, is_remote
+
+    uri = tracking_uri(cfg)
+    if not cfg.tracking.enabled or not is_remote(uri):
+        return False
+    problem = check_reachable(uri)
+    if problem:
+        raise ConfigError(problem)
+    return True
+
+
 def run(overrides: list[str], wait: bool = False) -> int:
     """Plan, then, holding the output folder's lock, run the plan with the configured executor
     (ssmax.pipeline.executors). Nodes another run finished while this one waited are cached:
     a node's done-marker is read when the executor reaches it."""
     from ssmax.pipeline.executors import run_pipeline
-    from ssmax.pipeline.run import abort_open_runs, plan
+    from ssmax.pipeline.run import abort_open_runs, compose_pipeline, plan
 
+    remote = check_tracking(compose_pipeline(overrides))  # before planning every node: seconds
     cfg, jobs = plan(overrides)
+    if remote and Path(cfg.paths.output_dir).is_dir():  # what earlier runs left for the server
+        from ssmax.tracking.spool import deliver_pending
+
+        deliver_pending(cfg.paths.output_dir)
     if cfg.executor.kind == "slurm":  # the jobs run on the cluster's nodes, GPUs or not
         from ssmax.pipeline.slurm.profile import check_cluster
 
@@ -52,7 +72,12 @@ def run(overrides: list[str], wait: bool = False) -> int:
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
     with pipeline_lock(cfg.paths.output_dir, wait, log, command):
         try:
-            return run_pipeline(cfg, jobs, overrides, log)
+            status = run_pipeline(cfg, jobs, overrides, log)
+            if remote:  # what training nodes kept while the server was away, if it is back
+                from ssmax.tracking.spool import deliver_pending
+
+                deliver_pending(cfg.paths.output_dir)
+            return status
         except BaseException as err:  # the MLflow run ends FAILED (KILLED on Ctrl-C), not RUNNING
             abort_open_runs("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
             raise

@@ -65,6 +65,15 @@ def only_keys(cfg: DictConfig, keys: tuple[str, ...]) -> DictConfig:
     return out
 
 
+def _finish_later(cfg: DictConfig, directory: Path, run_id: str, job: NodeJob) -> bool:
+    """A training run whose tracking server was away when it ended is finished behind its
+    pending metrics (ssmax.tracking.spool), not by a call that would wait minutes for it."""
+    from ssmax.tracking import tracking_uri
+    from ssmax.tracking.spool import finish_later
+
+    return finish_later(directory, tracking_uri(cfg), run_id, "FINISHED", _tags(job))
+
+
 def compose_pipeline(
     overrides: list[str], variant: str | None = None, seed: int | None = None
 ) -> DictConfig:
@@ -179,7 +188,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
             discard_unresumable(directory)
         raise
     run_id = outputs.get("run_id", run_id)
-    if run_id and rank0:
+    if run_id and rank0 and not (job.trains and _finish_later(cfg, directory, run_id, job)):
         finish_run(cfg, run_id, "FINISHED", _tags(job))
     record = {
         "node": job.name, "fingerprint": job.fingerprint, "outputs": outputs,

@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             "--tracking-uri http://HOST:PORT (make report TRACKING_URI=...)", file=sys.stderr,
         )  # fmt: skip
         return 2
+    from ssmax.tracking.spool import deliver_pending
+
+    deliver_pending(output_dir)  # what training runs left for a server that was away
     try:
         inputs, config_dir, parent = collect(output_dir, uri, args.run_id)
     except LookupError as err:

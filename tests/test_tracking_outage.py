@@ -1,0 +1,194 @@
+"""Training against a real `mlflow server` that is not there at start, or goes away mid-run
+for longer than MLflow's retries and comes back (ssmax.tracking.reach, ssmax.tracking.spool).
+
+Real parts: `python -m ssmax.train` and `python -m ssmax.pipeline` processes, a real server
+(ssmax.report.ui.start_ui: its own process group, stopped with SIGTERM), real sqlite. Training is
+held at chosen steps (tests.hold.HoldAt) while the test acts on the server, so nothing here
+depends on how fast the machine trains.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ssmax.report.ui import UIServer, free_port, start_ui, stop_ui
+from ssmax.tracking.reach import PROBE_TIMEOUT_S
+from ssmax.tracking.spool import SPOOL_FILE, finish_later
+from tests.hold import longest_gap
+
+ROOT = Path(__file__).resolve().parents[1]
+# MLflow's own retries made short, so that the outages below outlast them many times over
+# (by default they last ~4 min; the spool does not use them, the run's start and end do).
+QUICK_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}  # fmt: skip
+RETRY_BUDGET_S = 1 * 1 + 2 * 5  # backoff 1 s, then (1 + retries) attempts of at most 5 s each
+OUTAGE_S = 35.0  # how long the server stays away: > 3x RETRY_BUDGET_S
+STALL_BOUND_S = 10.0  # a smoke step takes ~0.1 s; 10 s allows a loaded 2-core machine, while a
+# step that waited for the server would wait for the whole outage (35 s)
+END_S = 600  # hang guard for a whole run
+
+
+def wait_for(path: Path, process: subprocess.Popen, log: Path, limit: float = 300) -> None:
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        assert process.poll() is None, f"training ended ({process.returncode}): {log.read_text()}"
+        assert time.monotonic() < deadline, f"no {path.name} in {limit} s: {log.read_text()}"
+        time.sleep(0.2)
+
+
+def server(folder: Path, port: int) -> UIServer:
+    return start_ui(folder, port, backend_uri=f"sqlite:///{folder / 'store.db'}")
+
+
+def train(out: Path, cache: Path, url: str, holds: Path, steps: list[int], log: Path,
+          max_steps: int) -> subprocess.Popen:  # fmt: skip
+    callback = f"trainer.callbacks=[{{_target_:tests.hold.HoldAt,folder:'{holds}',steps:{steps}}}]"
+    command = [sys.executable, "-m", "ssmax.train", "preset=smoke", f"paths.output_dir={out}",
+               f"paths.cache_dir={cache}", f"tracking.tracking_uri={url}",
+               f"trainer.pretrain.max_steps={max_steps}", callback]  # fmt: skip
+    env = os.environ | QUICK_RETRIES | {"PYTHONPATH": str(ROOT)}
+    with open(log, "w") as handle:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+
+
+def run_folder(out: Path) -> Path:
+    (folder,) = (out / "runs").iterdir()
+    return folder
+
+
+def check_run(url: str, folder: Path, max_steps: int, every: int) -> list:
+    """Every logged step once, in order, none missing; the run FINISHED; nothing pending.
+    The train/loss history."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(url)
+    run_id = (folder / "mlflow_run_id").read_text().strip()
+    history = client.get_metric_history(run_id, "train/loss")
+    steps = [m.step for m in sorted(history, key=lambda m: (m.timestamp, m.step))]
+    assert steps == list(range(steps[0], max_steps, every)), steps
+    assert steps[0] < every and steps[-1] >= max_steps - every, steps
+    vals = [m.step for m in client.get_metric_history(run_id, "val/loss")]
+    assert sorted(vals) == sorted(set(vals)), vals
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert not (folder / SPOOL_FILE).exists()
+    return history
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["ssmax.train", "ssmax.pipeline"])
+def test_unreachable_server_at_start_is_one_line(tmp_path: Path, module: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    out = tmp_path / "out"
+    args = ["run"] if module == "ssmax.pipeline" else []
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args, "preset=smoke", f"paths.output_dir={out}",
+         f"tracking.tracking_uri={url}"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    seconds = time.monotonic() - began
+    print(f"{module}: unreachable server refused in {seconds:.1f} s")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and url in lines[0] and "make mlflow-server" in lines[0], lines
+    assert "unset tracking.tracking_uri" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing left behind"
+    # One attempt, connect and read each bounded: 15 s at most whatever the network does.
+    assert 2 * PROBE_TIMEOUT_S <= 15
+    assert seconds < 60  # a hang guard only (the default retries took 4 min 13 s)
+
+
+@pytest.mark.slow
+def test_server_away_longer_than_the_retries_mid_pretraining(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    port, holds, log = free_port(), tmp_path / "holds", tmp_path / "train.log"
+    srv, out, max_steps = server(tmp_path / "server", port), tmp_path / "out", 60
+    process = train(out, shared_cache, srv.url, holds, [20, 40], log, max_steps)
+    try:
+        wait_for(holds / "held-20", process, log)
+        stop_ui(srv)  # the server goes away at step 20 ...
+        away = time.monotonic()
+        (holds / "go-20").touch()
+        wait_for(holds / "held-40", process, log)  # ... training goes on to step 40 without it
+        time.sleep(max(0.0, away + OUTAGE_S - time.monotonic()))  # the outage lasts OUTAGE_S
+        print(f"server away for {time.monotonic() - away:.1f} s (retry budget {RETRY_BUDGET_S} s)")
+        back = time.time()
+        srv = server(tmp_path / "server", port)  # back on the same port and store
+        (holds / "go-40").touch()
+        assert process.wait(END_S) == 0, log.read_text()
+        history = check_run(srv.url, run_folder(out), max_steps, every=2)
+        # the steps trained while it was away were logged then (kept, delivered later); step
+        # 40's values are logged after the hook that holds it, so after the restart
+        during = [m for m in history if 20 < m.step < 40]
+        late = [(m.step, m.timestamp / 1000 - back) for m in during if m.timestamp >= back * 1000]
+        assert len(during) == 9 and not late, late
+    finally:
+        process.kill()
+        stop_ui(srv)
+    gap = longest_gap(holds)
+    print(f"longest step (holds left out): {gap:.2f} s")
+    assert gap < STALL_BOUND_S
+    assert "unreachable" not in log.read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deliverer", ["report", "next run"])
+def test_run_ending_while_the_server_is_away_leaves_it_for_later(
+    tmp_path: Path, shared_cache: Path, deliverer: str
+) -> None:
+    port, holds, log = free_port(), tmp_path / "holds", tmp_path / "train.log"
+    srv, out, max_steps = server(tmp_path / "server", port), tmp_path / "out", 30
+    process = train(out, shared_cache, srv.url, holds, [10], log, max_steps)
+    try:
+        wait_for(holds / "held-10", process, log)
+        stop_ui(srv)
+        (holds / "go-10").touch()
+        assert process.wait(END_S) == 0, log.read_text()  # the node ends: the server is away
+        said = [line for line in log.read_text().splitlines() if "unreachable" in line]
+        assert len(said) == 1 and "python -m ssmax.report" in said[0], said
+        assert "connection refused" in said[0]
+        assert longest_gap(holds) < STALL_BOUND_S
+        folder = run_folder(out)
+        assert (folder / SPOOL_FILE).exists()
+        run_id = (folder / "mlflow_run_id").read_text().strip()
+        if deliverer == "report":  # as the pipeline ends a training node: behind its metrics
+            assert finish_later(folder, srv.url, run_id, "FINISHED", {"node": "pretrain/x"})
+        srv = server(tmp_path / "server", port)
+        if deliverer == "report":
+            report = subprocess.run(
+                [sys.executable, "-m", "ssmax.report", "--output-dir", str(out),
+                 "--tracking-uri", srv.url], capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            assert "delivered" in report.stdout, report.stdout + report.stderr
+        else:  # the same command again: it resumes the finished run (validates it again)
+            again = train(out, shared_cache, srv.url, holds, [], tmp_path / "again.log", max_steps)
+            assert again.wait(END_S) == 0, (tmp_path / "again.log").read_text()
+        check_run(srv.url, folder, max_steps, every=2)
+        if deliverer == "report":
+            from mlflow import MlflowClient
+
+            assert MlflowClient(srv.url).get_run(run_id).data.tags["node"] == "pretrain/x"
+    finally:
+        process.kill()
+        stop_ui(srv)
+
+
+def test_a_spool_line_cut_by_a_kill_is_dropped_whole(tmp_path: Path) -> None:
+    """A process killed mid-write leaves a partial last line: the next owner drops it (its
+    step is trained and logged again after the resume) and appends on a clean line."""
+    from ssmax.tracking.spool import Spool
+
+    path = tmp_path / SPOOL_FILE
+    path.write_text('{"run_id": "r", "metrics": [["a", 1.0, 5, 1]]}\n{"run_id": "r", "metr')
+    spool = Spool(path)
+    assert spool.pending == [{"run_id": "r", "metrics": [["a", 1.0, 5, 1]]}]
+    spool.append_quietly({"run_id": "r", "metrics": [["a", 2.0, 6, 2]]})
+    spool.handle.close()
+    assert [json.loads(line)["metrics"][0][3] for line in path.read_text().splitlines()] == [1, 2]
