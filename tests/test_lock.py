@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ssmax.lit.hold import HELD_FILE
+from ssmax.lit.hold import held_marker
 from ssmax.locks import exclusive
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.lock import BUSY, lock_path, pipeline_lock
@@ -82,7 +82,9 @@ def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache:
     command = [sys.executable, "-m", "ssmax.pipeline"]
     first = subprocess.Popen([*command, "run", *settings], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for("the first run to hold", lambda: any(tmp_path.glob(f"pipeline/**/{HELD_FILE}")))
+    _wait_for(
+        "the first run to hold", lambda: any(tmp_path.glob(f"pipeline/**/{held_marker('', 1)}"))
+    )
     assert json.loads(lock_path(tmp_path).read_text())["pid"] == first.pid
     third = subprocess.Popen([*command, "run", *settings, "--wait"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip

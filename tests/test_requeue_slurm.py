@@ -19,7 +19,7 @@ import submitit
 import torch
 from mlflow import MlflowClient
 
-from ssmax.lit.hold import HELD_FILE
+from ssmax.lit.hold import held_marker
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.run import NodeJob, plan
 from ssmax.pipeline.slurm import _folder, submit
@@ -85,8 +85,8 @@ def hold_at(name: str) -> str:
     return f"trainer.callbacks=[{{_target_: ssmax.lit.hold.HoldAtStep, step: {HOLDS[name]}}}]"
 
 
-def interrupt_when_held(job: NodeJob, sjob: submitit.SlurmJob) -> None:
-    wait_until(f"job {sjob.job_id} to hold training", (Path(job.dir) / HELD_FILE).exists)
+def interrupt_when_held(name: str, job: NodeJob, sjob: submitit.SlurmJob) -> None:
+    wait_until(f"job {sjob.job_id} to hold training", held_marker(job.dir, HOLDS[name]).exists)
     sjob._interrupt()  # SIGTERM, then USR2: a preemption
 
 
@@ -102,8 +102,8 @@ def interrupted(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_
         "limit": submit_pretrain(root / "limit", shared_cache, "executor.max_requeues=0",
                                  hold_at("limit")),
     }  # fmt: skip
-    interrupt_when_held(*runs["limit"])
-    interrupt_when_held(*runs["preempted"])
+    interrupt_when_held("limit", *runs["limit"])
+    interrupt_when_held("preempted", *runs["preempted"])
     for name in ("straight", "preempted", "timed_out"):
         job = runs[name][0]
         wait_until(f"{name} to finish", lambda job=job: job.done is not None)

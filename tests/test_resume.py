@@ -14,7 +14,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from ssmax.lit.hold import HELD_FILE
+from ssmax.lit.hold import held_marker
 
 pytestmark = pytest.mark.slow
 
@@ -72,13 +72,13 @@ def test_killed_training_node_resumes_to_identical_weights(
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
-        if list((killed / NODE).glob(f"*/{HELD_FILE}")):
+        if list((killed / NODE).glob(f"*/{held_marker('', 12)}")):
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL
     folder = node_dir(killed)
-    assert (folder / HELD_FILE).exists() and (folder / "checkpoints" / "last.ckpt").exists()
+    assert held_marker(folder, 12).exists() and (folder / "checkpoints" / "last.ckpt").exists()
     assert not (folder / "done.json").exists() and not (folder / "model.pt").exists()
     partial, _ = loss_steps(killed)
     assert max(partial, default=0) < 59  # killed before the end

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.lit.hold import HELD_FILE
+from ssmax.lit.hold import held_marker
 from tests.ddp_helpers import ROOT, RUN, slimpajama_files, streaming, train_command
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def test_killed_streaming_run_resumes_to_identical_weights(
     proc = subprocess.Popen(command(killed, hold), cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     checkpoint = killed / RUN / "checkpoints" / "last.ckpt"
-    held = killed / RUN / HELD_FILE
+    held = held_marker(killed / RUN, 6)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None and not held.exists():
         time.sleep(0.05)

@@ -3,7 +3,7 @@ for longer than MLflow's retries and comes back (ssmax.tracking.reach, ssmax.tra
 
 Real parts: `python -m ssmax.train` and `python -m ssmax.pipeline` processes, a real server
 (ssmax.report.ui.start_ui: its own process group, stopped with SIGTERM), real sqlite. Training is
-held at chosen steps (tests.hold.HoldAt) while the test acts on the server, so nothing here
+held at chosen steps (ssmax.lit.hold.HoldAtStep) while the test acts on the server, so nothing here
 depends on how fast the machine trains.
 """
 
@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from ssmax.lit.hold import held_marker
 from ssmax.report.ui import UIServer, free_port, start_ui, stop_ui
 from ssmax.tracking.reach import PROBE_TIMEOUT_S
 from ssmax.tracking.spool import SPOOL_FILE, finish_later
-from tests.hold import longest_gap
+from tests.step_times import longest_gap
 
 ROOT = Path(__file__).resolve().parents[1]
 # MLflow's own retries made short, so that the outages below outlast them many times over
@@ -49,7 +50,13 @@ def server(folder: Path, port: int) -> UIServer:
 
 def train(out: Path, cache: Path, url: str, holds: Path, steps: list[int], log: Path,
           max_steps: int) -> subprocess.Popen:  # fmt: skip
-    callback = f"trainer.callbacks=[{{_target_:tests.hold.HoldAt,folder:'{holds}',steps:{steps}}}]"
+    """ssmax.train held after each of steps until holds/go-<step> exists; its step times in
+    holds/steps.json."""
+    holds.mkdir(parents=True, exist_ok=True)
+    times = f"{{_target_: tests.step_times.StepTimes, path: '{holds}/steps.json'}}"
+    hold = "{{_target_: ssmax.lit.hold.HoldAtStep, step: {0}, release: '{1}/go-{0}'}}"
+    callbacks = [hold.format(s, holds) for s in steps] + [times]
+    callback = f"trainer.callbacks=[{','.join(callbacks)}]"
     command = [sys.executable, "-m", "ssmax.train", "preset=smoke", f"paths.output_dir={out}",
                f"paths.cache_dir={cache}", f"tracking.tracking_uri={url}",
                f"trainer.pretrain.max_steps={max_steps}", callback]  # fmt: skip
@@ -59,8 +66,7 @@ def train(out: Path, cache: Path, url: str, holds: Path, steps: list[int], log: 
 
 
 def run_folder(out: Path) -> Path:
-    (folder,) = (out / "runs").iterdir()
-    return folder
+    return out / "runs" / "a_softmax-pretrain-seed0"
 
 
 def check_run(url: str, folder: Path, max_steps: int, every: int) -> list:
@@ -112,11 +118,13 @@ def test_server_away_longer_than_the_retries_mid_pretraining(
     srv, out, max_steps = server(tmp_path / "server", port), tmp_path / "out", 60
     process = train(out, shared_cache, srv.url, holds, [20, 40], log, max_steps)
     try:
-        wait_for(holds / "held-20", process, log)
+        wait_for(held_marker(run_folder(out), 20), process, log)
         stop_ui(srv)  # the server goes away at step 20 ...
         away = time.monotonic()
         (holds / "go-20").touch()
-        wait_for(holds / "held-40", process, log)  # ... training goes on to step 40 without it
+        wait_for(
+            held_marker(run_folder(out), 40), process, log
+        )  # ... training goes on to step 40 without it
         time.sleep(max(0.0, away + OUTAGE_S - time.monotonic()))  # the outage lasts OUTAGE_S
         print(f"server away for {time.monotonic() - away:.1f} s (retry budget {RETRY_BUDGET_S} s)")
         back = time.time()
@@ -132,7 +140,7 @@ def test_server_away_longer_than_the_retries_mid_pretraining(
     finally:
         process.kill()
         stop_ui(srv)
-    gap = longest_gap(holds)
+    gap = longest_gap(holds / "steps.json", [20, 40])
     print(f"longest step (holds left out): {gap:.2f} s")
     assert gap < STALL_BOUND_S
     assert "unreachable" not in log.read_text()
@@ -147,14 +155,14 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
     srv, out, max_steps = server(tmp_path / "server", port), tmp_path / "out", 30
     process = train(out, shared_cache, srv.url, holds, [10], log, max_steps)
     try:
-        wait_for(holds / "held-10", process, log)
+        wait_for(held_marker(run_folder(out), 10), process, log)
         stop_ui(srv)
         (holds / "go-10").touch()
         assert process.wait(END_S) == 0, log.read_text()  # the node ends: the server is away
         said = [line for line in log.read_text().splitlines() if "unreachable" in line]
         assert len(said) == 1 and "python -m ssmax.report" in said[0], said
         assert "connection refused" in said[0]
-        assert longest_gap(holds) < STALL_BOUND_S
+        assert longest_gap(holds / "steps.json", [10]) < STALL_BOUND_S
         folder = run_folder(out)
         assert (folder / SPOOL_FILE).exists()
         run_id = (folder / "mlflow_run_id").read_text().strip()

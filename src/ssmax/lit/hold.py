@@ -6,8 +6,9 @@ trainer.callbacks, e.g.
 
 A test that kills a run mid-training, preempts a SLURM job, or starts a second run beside a
 first then acts while training is held at a known step, whatever the machine's speed: it waits
-for <run_dir>/held_at_step, acts, then releases (or the signal it sent releases). trainer.callbacks
-is not part of a node's fingerprint: a re-invocation without the hold resumes the same node.
+for <run_dir>/held_at_step<N> (held_marker), acts, then releases (or the signal it sent
+releases). Several holds are several callbacks. trainer.callbacks is not part of a node's
+fingerprint: a re-invocation without the hold resumes the same node.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ import lightning as L
 from ssmax.lit.resume import active_deferral
 from ssmax.ranks import global_rank
 
-HELD_FILE = "held_at_step"  # in the run folder, written when the hold begins
+
+def held_marker(run_dir: str | Path, step: int) -> Path:
+    """The file a hold at `step` writes in the run folder when it begins."""
+    return Path(run_dir) / f"held_at_step{step}"
 
 
 class HoldAtStep(L.Callback):
     """After optimizer step `step`, wait until the file `release` exists or a requeueing job's
     signal is pending (ssmax.lit.resume.DeferredSignal: served at the next step boundary), at
     most `timeout_s`, then train on. Holds once per run folder: a resumed run that passes the
-    step again (held_at_step exists) does not wait."""
+    step again (its held_marker exists) does not wait."""
 
     def __init__(self, step: int, release: str | None = None, timeout_s: float = 900.0) -> None:
         self.step, self.timeout_s = step, timeout_s
@@ -39,7 +43,7 @@ class HoldAtStep(L.Callback):
         if self._done or trainer.global_step != self.step:
             return
         self._done = True  # the next micro-batches see the same global_step: hold once
-        marker = Path(trainer.default_root_dir) / HELD_FILE
+        marker = held_marker(trainer.default_root_dir, self.step)
         if marker.exists():
             return
         if global_rank() == 0:
