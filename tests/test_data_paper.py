@@ -95,6 +95,9 @@ def test_streaming_datamodule_packs_on_the_fly(tmp_path: Path, slim_files) -> No
     assert sum(val) == 5  # max_eval_sequences bounds the streamed validation split
 
 
+HANG_GUARD_S = 60
+
+
 @pytest.mark.parametrize("kind", ["slimpajama", "squad"])
 def test_unreachable_hub_fails_fast(tmp_path: Path, monkeypatch, kind: str) -> None:
     monkeypatch.setenv("HF_ENDPOINT", UNREACHABLE)
@@ -106,7 +109,9 @@ def test_unreachable_hub_fails_fast(tmp_path: Path, monkeypatch, kind: str) -> N
             load_documents(cfg, "train")
         else:
             load_squad(cfg, "train")
-    assert time.monotonic() - start < 10
+    # A hang guard, not a speed test: require_hub waits at most its 3 s timeout for the probe;
+    # datasets alone would retry for minutes. Slow or loaded machines stay far inside it.
+    assert time.monotonic() - start < HANG_GUARD_S
     msg = str(err.value)
     assert "\n" not in msg and UNREACHABLE in msg
     assert ("data.slimpajama_files" if kind == "slimpajama" else "data.squad_files") in msg
@@ -122,7 +127,7 @@ def test_silent_hub_fails_within_seconds(tmp_path: Path, monkeypatch) -> None:
         start = time.monotonic()
         with pytest.raises(DataUnavailableError, match="data.slimpajama_files"):
             load_documents(paper_cfg(tmp_path), "train")
-        assert time.monotonic() - start < 10
+        assert time.monotonic() - start < HANG_GUARD_S
 
 
 NESTED = {

@@ -30,7 +30,7 @@ def test_multirun_over_two_variants_on_the_cluster(
     assert out.returncode == 0, out.stderr[-3000:]
     jobs = set(slurm_cluster.run("squeue", "-h", "-t", "all", "-o", "%i").split()) - before
     assert len(jobs) == 2 and all("_" in j for j in jobs)  # one array job, two tasks
-    deadline = time.monotonic() + 30  # the results come back while SLURM is still COMPLETING
+    deadline = time.monotonic() + 120  # results come back while SLURM is still COMPLETING
     while {slurm_cluster.state(j) for j in jobs} != {"COMPLETED"} and time.monotonic() < deadline:
         time.sleep(0.5)
     assert {slurm_cluster.state(j) for j in jobs} == {"COMPLETED"}

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slurm
 # (it would only find it when pytest runs from the repository root).
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-DEADLINE_S = 40.0
+DEADLINE_S = 120.0  # hang guards: a loaded machine starts a job in seconds, never this
 
 
 def _executor(folder: Path, timeout_min: int = 5) -> submitit.AutoExecutor:
@@ -52,7 +52,7 @@ def _wait_for(what: str, check: Callable[[], bool], deadline_s: float = DEADLINE
         time.sleep(0.2)
 
 
-def _final_state(job: submitit.Job, deadline_s: float = 20.0) -> str:
+def _final_state(job: submitit.Job, deadline_s: float = 60.0) -> str:
     """The job's state once SLURM has finished it, as submitit reads it (through sacct).
 
     job.done() turns True as soon as the result file exists, while SLURM may still say RUNNING
@@ -132,7 +132,7 @@ def test_afterok_dependency(slurm_cluster: SlurmCluster, tmp_path: Path) -> None
             slurm_cluster.run("squeue", "-h", "-j", child.job_id, "-o", "%T %r").strip()
             == "PENDING Dependency"
         ),
-        deadline_s=60,  # the parent holds until released: no race with its end
+        deadline_s=120,  # the parent holds until released: no race with its end
     )
     assert slurm_cluster.state(parent.job_id) == "RUNNING"
     release.touch()
@@ -172,7 +172,7 @@ def test_checkpointable_resumes_after_preemption(
     # once the marker exists the signal is handled.
     _wait_for("the first run to start", marker.exists)
     job._interrupt()  # SIGTERM then USR2: preemption -> checkpoint -> requeue
-    _wait(job, deadline_s=60)
+    _wait(job, deadline_s=180)
     assert job.result() == 2
     log = Path(str(job.paths.stderr)).read_text()
     assert "preempted" in log.lower()
