@@ -156,12 +156,15 @@ def _read_until(process: subprocess.Popen, text: str, deadline_s: float = 120.0)
     return seen.decode()
 
 
+def start_entry(folder: Path, port: int, stdout: int) -> subprocess.Popen:
+    """`python -m ssmax.tracking.server` over folder on port."""
+    command = [sys.executable, "-m", "ssmax.tracking.server", "--dir", str(folder), "--port"]
+    return subprocess.Popen([*command, str(port)], stdout=stdout)
+
+
 def test_entry_serves_says_the_uri_and_stops_its_group(tmp_path: Path) -> None:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ssmax.tracking.server", "--dir", str(tmp_path), "--port",
-         str(port)], stdout=subprocess.PIPE,
-    )  # fmt: skip
+    process = start_entry(tmp_path, port, subprocess.PIPE)
     pgid = None
     try:
         said = _read_until(process, "tracking.tracking_uri=")
@@ -249,10 +252,7 @@ def _processes_naming(text: str) -> list[int]:
 
 def test_entry_stopped_while_starting_leaves_no_server(tmp_path: Path) -> None:
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ssmax.tracking.server", "--dir", str(tmp_path), "--port",
-         str(port)], stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+    process = start_entry(tmp_path, port, subprocess.DEVNULL)
     log, end = tmp_path / f"mlflow-ui-{port}.log", time.monotonic() + 120
     while not log.exists() and time.monotonic() < end and process.poll() is None:
         time.sleep(0.05)  # the server is spawned once its log exists

@@ -145,13 +145,12 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
-def serve_until_stopped(
-    start: Callable[[], UIServer], banner: Callable[[UIServer], str], poll_s: float = 0.5
-) -> int | None:
+def serve_until_stopped(start: Callable[[], UIServer], banner: Callable[[UIServer], str]) -> int:
     """Start a server, print its banner and serve until SIGINT, SIGTERM or SIGHUP, the death
     of this process's parent (it is adopted: getppid changes) or the server's own exit; then
-    stop it and every process under it. The server's exit status if it ended by itself, else
-    None. start's errors (RuntimeError, TimeoutError) propagate, its server stopped."""
+    stop it and every process under it. The exit status: 0 once stopped; 2 when the server
+    refused its settings (it exited while starting); 1 when it gave no /health in time or
+    ended by itself (one line on stderr for each)."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, _stop)
     server = None
@@ -160,10 +159,17 @@ def serve_until_stopped(
         print(banner(server), flush=True)
         parent = os.getppid()
         while server.process.poll() is None and os.getppid() == parent:
-            time.sleep(poll_s)
-        return server.process.poll()
+            time.sleep(0.5)
+        if server.process.poll() is None:
+            return 0  # the parent died
+        print(f"error: mlflow server exited ({server.process.returncode}); see {server.log}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     except Stopped:
-        return None
+        return 0
+    except (RuntimeError, TimeoutError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if isinstance(err, RuntimeError) else 1
     finally:
         for sig in STOP_SIGNALS:  # a second signal must not cut the stop short
             signal.signal(sig, signal.SIG_IGN)
@@ -185,18 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
               f"make mlflow-ui PORT={free_port(args.host)}", file=sys.stderr)  # fmt: skip
         return 2
-    try:
-        code = serve_until_stopped(
-            lambda: start_ui(args.output_dir, args.port, args.host),
-            lambda server: f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)",
-        )
-    except (RuntimeError, TimeoutError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    if code is not None:
-        print(f"error: mlflow server exited ({code}); see its log", file=sys.stderr)
-        return 1
-    return 0
+    return serve_until_stopped(
+        lambda: start_ui(args.output_dir, args.port, args.host),
+        lambda server: f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)",
+    )
 
 
 if __name__ == "__main__":

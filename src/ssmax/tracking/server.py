@@ -102,28 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     destination = artifacts.resolve().as_uri() if artifacts else args.artifacts_destination
     hosts = args.allowed_hosts.split(",") if args.allowed_hosts else allowed_hosts(args.host)
     uri = f"http://{client_host(args.host)}:{args.port}"
-    try:
-        code = serve_until_stopped(
-            lambda: start_ui(
-                folder, args.port, args.host, args.backend_store_uri,
-                artifacts_destination=destination, allowed_hosts=hosts,
-            ),
-            lambda server: (
-                f"MLflow tracking server: {uri}  (store: {args.backend_store_uri}; artifacts: "
-                f"{destination}; log: {server.log}; process group {server.process.pid})\n"
-                f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)"
-            ),
-        )  # fmt: skip
-    except RuntimeError as err:  # the server refused its settings (e.g. a bad store URI)
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except TimeoutError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    if code is not None:
-        print(f"error: mlflow server exited ({code}); see {folder}", file=sys.stderr)
-        return 1
-    return 0
+    return serve_until_stopped(
+        lambda: start_ui(
+            folder, args.port, args.host, args.backend_store_uri,
+            artifacts_destination=destination, allowed_hosts=hosts,
+        ),
+        lambda server: (
+            f"MLflow tracking server: {uri}  (store: {args.backend_store_uri}; artifacts: "
+            f"{destination}; log: {server.log}; process group {server.process.pid})\n"
+            f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)"
+        ),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
