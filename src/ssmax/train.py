@@ -22,6 +22,7 @@ from ssmax.config import ConfigError, check_cli_choices, check_compose, check_ov
 from ssmax.devices import uses_cuda
 from ssmax.inputs import check_inputs
 from ssmax.resolvers import launcher_value, register_resolvers
+from ssmax.tracking.reach import check_tracking
 
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
 register_resolvers()
@@ -82,16 +83,6 @@ def check_launcher(argv: list[str]) -> None:
         launcher_value("partition", OmegaConf.create({"executor": {"partition": None}}))  # raises
 
 
-def check_tracking(cfg: DictConfig) -> None:
-    """A tracking server that does not answer: one line in seconds, before any folder exists."""
-    from ssmax.tracking import tracking_uri
-    from ssmax.tracking.reach import check_reachable
-
-    problem = check_reachable(tracking_uri(cfg)) if cfg.tracking.enabled else None
-    if problem:
-        raise ConfigError(problem)
-
-
 def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
@@ -102,7 +93,7 @@ def main() -> None:
         check_inputs(cfg, sft=cfg.objective == "sft")
         if "hydra/launcher=ssmax_slurm" not in sys.argv[1:]:  # else it trains on a SLURM node
             uses_cuda(str(cfg.trainer.accelerator))
-        check_tracking(cfg)
+        check_tracking(cfg)  # a tracking server that does not answer: one line, in seconds
     except ConfigError as err:
         fail(err, 2)
     _hydra_main()

@@ -30,7 +30,14 @@ from ssmax.lit.resume import (
 )
 from ssmax.model import load_backbone
 from ssmax.ranks import global_rank
-from ssmax.tracking import ensure_experiment, log_config, log_datasets, run_tags, tracking_uri
+from ssmax.tracking import (
+    ensure_experiment,
+    is_server,
+    log_config,
+    log_datasets,
+    run_tags,
+    tracking_uri,
+)
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -77,7 +84,6 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     On a tracking server, metrics go through a spool in run_dir: training never waits for the
     server, nor stops when it is away (ssmax.tracking.spool); a local sqlite store is written
     directly (there is no server to lose)."""
-    from ssmax.tracking.reach import is_remote
     from ssmax.tracking.spool import SpoolingMLFlowLogger
 
     ensure_experiment(cfg)  # the store created under its lock (concurrent runs: ssmax.tracking)
@@ -87,7 +93,7 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     if cfg.tracking.parent_run_id:  # a child of the pipeline's run
         tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
     uri = tracking_uri(cfg)
-    spooled = {"spool_dir": run_dir} if is_remote(uri) else {}
+    spooled = {"spool_dir": run_dir} if is_server(uri) else {}
     logger = (SpoolingMLFlowLogger if spooled else ResumableMLFlowLogger)(
         experiment_name=cfg.tracking.experiment,
         tracking_uri=uri,

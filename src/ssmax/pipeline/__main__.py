@@ -32,27 +32,13 @@ def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
     print(f"{len(jobs)} nodes: {len(jobs) - todo} cached, {todo} to run")
 
 
-def check_tracking(cfg) -> bool:  # noqa: ANN001 - DictConfig, imported lazily
-    """A tracking server that does not answer: one line in seconds (ConfigError), before any
-    folder exists. True when the runs go to a server."""
-    from ssmax.tracking import tracking_uri
-    from ssmax.tracking.reach import check_reachable, is_remote
-
-    uri = tracking_uri(cfg)
-    if not cfg.tracking.enabled or not is_remote(uri):
-        return False
-    problem = check_reachable(uri)
-    if problem:
-        raise ConfigError(problem)
-    return True
-
-
 def run(overrides: list[str], wait: bool = False) -> int:
     """Plan, then, holding the output folder's lock, run the plan with the configured executor
     (ssmax.pipeline.executors). Nodes another run finished while this one waited are cached:
     a node's done-marker is read when the executor reaches it."""
     from ssmax.pipeline.executors import run_pipeline
     from ssmax.pipeline.run import abort_open_runs, compose_pipeline, plan
+    from ssmax.tracking.reach import check_tracking
 
     remote = check_tracking(compose_pipeline(overrides))  # before planning every node: seconds
     cfg, jobs = plan(overrides)

@@ -4,13 +4,14 @@ MLflow's four minutes of retries and a traceback."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ssmax.tracking import is_server, tracking_uri
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 PROBE_TIMEOUT_S = 5  # connect and read, each: 10 s at most, within the 15 s promised
-
-
-def is_remote(uri: str) -> bool:
-    return uri.startswith(("http://", "https://"))
 
 
 def request(
@@ -37,7 +38,7 @@ def why(err: Exception, timeout: float) -> str:
 def check_reachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """None when the tracking server at uri answers (any HTTP reply), else one line on what to
     do. Other URIs (sqlite, files) are local: None."""
-    if not is_remote(uri):
+    if not is_server(uri):
         return None
     from mlflow.exceptions import MlflowException
 
@@ -49,3 +50,17 @@ def check_reachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
                 "start the server (e.g. `make mlflow-server`) or unset tracking.tracking_uri "
                 "to use the local sqlite store")  # fmt: skip
     return None
+
+
+def check_tracking(cfg: DictConfig) -> bool:
+    """The commands' check before any work: a tracking server that does not answer is one line
+    in seconds (ConfigError), before any folder exists. True when the runs go to a server."""
+    from ssmax.config import ConfigError
+
+    uri = tracking_uri(cfg)
+    if not cfg.tracking.enabled or not is_server(uri):
+        return False
+    problem = check_reachable(uri)
+    if problem:
+        raise ConfigError(problem)
+    return True
