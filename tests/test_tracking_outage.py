@@ -137,6 +137,8 @@ def test_server_away_longer_than_the_retries_mid_pretraining(
         during = [m for m in history if 20 < m.step < 40]
         late = [(m.step, m.timestamp / 1000 - back) for m in during if m.timestamp >= back * 1000]
         assert len(during) == 9 and not late, late
+        # the config logged at the start went to the server's own folder, not the test's cwd
+        assert list((tmp_path / "server" / "mlartifacts").rglob("config.yaml"))
     finally:
         process.kill()
         stop_ui(srv)

@@ -79,9 +79,10 @@ def start_ui(
     if allowed_hosts:
         command += ["--allowed-hosts", ",".join(allowed_hosts)]
     with open(log, "wb") as out:
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+        # cwd: where a server without --artifacts-destination keeps new experiments' artifacts
+        # (./mlartifacts): the output folder, not wherever the command was started
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                   cwd=Path(output_dir), start_new_session=True)  # fmt: skip
     server = UIServer(process, f"http://{host}:{port}", log)
     try:
         _wait_healthy(server, timeout)
