@@ -27,8 +27,13 @@ class StepTimes(L.Callback):
         self.path.write_text(json.dumps([self.rows[s] for s in sorted(self.rows)]))
 
 
-def longest_gap(path: Path, held: list[int]) -> float:
-    """Seconds, at most, from one step's start to the next's, leaving out the steps after which
-    training was held: the time a step took, with the logging Lightning does between steps."""
+def longest_gap(path: Path, held: list[int], steps: range = range(0, 10**9)) -> float:
+    """Seconds, at most, from one step's start to the next's, over the steps in `steps`,
+    leaving out the steps after which training was held: the time a step took, with the
+    logging, validation and checkpoints Lightning does between steps."""
     rows = json.loads(path.read_text())
-    return max(b[1] - a[1] for a, b in zip(rows, rows[1:], strict=False) if a[0] + 1 not in held)
+    return max(
+        b[1] - a[1]
+        for a, b in zip(rows, rows[1:], strict=False)
+        if a[0] in steps and a[0] + 1 not in held
+    )

@@ -31,8 +31,9 @@ QUICK_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BA
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}  # fmt: skip
 RETRY_BUDGET_S = 1 * 1 + 2 * 5  # backoff 1 s, then (1 + retries) attempts of at most 5 s each
 OUTAGE_S = 35.0  # how long the server stays away: > 3x RETRY_BUDGET_S
-STALL_BOUND_S = 10.0  # a smoke step takes ~0.1 s; 10 s allows a loaded 2-core machine, while a
-# step that waited for the server would wait for the whole outage (35 s)
+STALL_BOUND_S = 10.0  # a smoke step takes ~0.1 s, a validation ~1 s; a step that waited for the
+# server would wait for the whole outage (35 s), or die after MLflow's retries (11 s here). A
+# loaded machine slows the steps with the server there alike: 3x theirs is allowed too.
 END_S = 600  # hang guard for a whole run
 
 
@@ -142,9 +143,11 @@ def test_server_away_longer_than_the_retries_mid_pretraining(
     finally:
         process.kill()
         stop_ui(srv)
-    gap = longest_gap(holds / "steps.json", [20, 40])
-    print(f"longest step (holds left out): {gap:.2f} s")
-    assert gap < STALL_BOUND_S
+    up = longest_gap(holds / "steps.json", [20, 40], range(0, 20))  # the server there
+    away = longest_gap(holds / "steps.json", [20, 40], range(20, 40))  # the server away
+    print(f"longest step (holds left out): {up:.2f} s with the server, {away:.2f} s without")
+    # Both spans hold a validation and a checkpoint; on a loaded machine both slow alike.
+    assert away < max(STALL_BOUND_S, 3 * up)
     assert "unreachable" not in log.read_text()
 
 
@@ -164,7 +167,8 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
         said = [line for line in log.read_text().splitlines() if "unreachable" in line]
         assert len(said) == 1 and "python -m ssmax.report" in said[0], said
         assert "connection refused" in said[0]
-        assert longest_gap(holds / "steps.json", [10]) < STALL_BOUND_S
+        up = longest_gap(holds / "steps.json", [10], range(0, 10))
+        assert longest_gap(holds / "steps.json", [10], range(10, 30)) < max(STALL_BOUND_S, 3 * up)
         folder = run_folder(out)
         assert (folder / SPOOL_FILE).exists()
         run_id = (folder / "mlflow_run_id").read_text().strip()
