@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -61,9 +61,14 @@ class ResumableMLFlowLogger(MLFlowLogger):
             status = "KILLED"
         super().finalize(status)
 
+    def unlogged(self, metrics: Mapping[str, float], step: int | None) -> dict[str, float]:
+        """The metrics of `step` the run does not hold yet (all of them without a step)."""
+        if step is None:
+            return dict(metrics)
+        return {k: v for k, v in metrics.items() if step > self._logged_through.get(k, -1)}
+
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        if step is not None:
-            metrics = {k: v for k, v in metrics.items() if step > self._logged_through.get(k, -1)}
+        metrics = self.unlogged(metrics, step)
         if metrics:
             super().log_metrics(metrics, step)
 

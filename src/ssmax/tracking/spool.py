@@ -172,8 +172,7 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
             self.spool.start()
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        if step is not None:  # as ResumableMLFlowLogger: steps the run holds are dropped
-            metrics = {k: v for k, v in metrics.items() if step > self._logged_through.get(k, -1)}
+        metrics = self.unlogged(metrics, step)  # steps the run holds are dropped
         now = int(time.time() * 1000)
         rows = [[_BAD_KEY.sub("", k), float(v), now, step or 0]
                 for k, v in metrics.items() if not isinstance(v, str)]  # fmt: skip
