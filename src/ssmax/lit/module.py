@@ -55,6 +55,9 @@ class LitLM(L.LightningModule):
     ``compile``: the training loss (model, LM head and cross-entropy together) runs under
     torch.compile; ``loss_chunk``: positions per LM-head + cross-entropy chunk."""
 
+    # AdamW in one kernel for all parameters: None means on CUDA only (a test sets True)
+    FUSED_ADAMW: bool | None = None
+
     def __init__(
         self,
         model_cfg: ModelConfig,
@@ -150,7 +153,7 @@ class LitLM(L.LightningModule):
             lr=o["lr"],
             betas=tuple(o["betas"]),
             eps=o["eps"],
-            fused=self.device.type == "cuda",  # one kernel for every parameter (on CUDA only)
+            fused=self.device.type == "cuda" if self.FUSED_ADAMW is None else self.FUSED_ADAMW,
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
@@ -159,6 +162,23 @@ class LitLM(L.LightningModule):
             ),
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clips the global norm itself: Lightning's mixed-precision plugin refuses any clipping
+        for a fused AdamW, which unscales fp16 gradients inside its step. With no gradient
+        scaler (bf16-mixed, 32-bit) the gradients are already the true ones; with one (16-mixed)
+        Lightning's own path and its error stand."""
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            super().configure_gradient_clipping(
+                optimizer, gradient_clip_val, gradient_clip_algorithm
+            )
+        elif gradient_clip_val:
+            torch.nn.utils.clip_grad_norm_(self.parameters(), gradient_clip_val)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokens_seen"] = self.tokens_seen
