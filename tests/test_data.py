@@ -219,8 +219,10 @@ def test_trim_padding_keeps_the_loss(bpe) -> None:
 
     lengths = [(30, 20), (55, 40), (41, 37)]  # (ids, prompt) per example
     batch = [to_example(list(range(5, 5 + n)), p, 96, bpe.eos_id) for n, p in lengths]
-    trimmed = trim_padding(batch)
+    trimmed = trim_padding(batch, multiple=1)
     assert trimmed["input_ids"].shape == (3, 54)  # the longest example's inputs
+    assert trim_padding(batch, multiple=32)["input_ids"].shape == (3, 64)  # one compiled shape
+    assert trim_padding(batch)["input_ids"].shape == (3, 96)  # never wider than seq_len
     torch.manual_seed(0)
     model = Transformer(ModelConfig(vocab_size=128, n_layers=2, n_heads=2, dim=32, ffn_dim=64),
                         VariantConfig(name="b_ssmax", scale="log_n", learn_s=True), 96)  # fmt: skip

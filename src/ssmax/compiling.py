@@ -34,4 +34,6 @@ def maybe_compile(fn: F, enabled: bool) -> F:
         return fn
     config = torch._dynamo.config
     config.cache_size_limit = max(config.cache_size_limit, RECOMPILE_LIMIT)
-    return torch.compile(fn)  # type: ignore[return-value]
+    # dynamic=False: one static graph per shape (few: fixed lengths, SFT widths in steps of
+    # 256) rather than a symbolic-shape graph whose guards on the chunk count recompile anyway
+    return torch.compile(fn, dynamic=False)  # type: ignore[return-value]

@@ -97,12 +97,23 @@ def to_example(ids: list[int], n_prompt: int, seq_len: int, eos_id: int) -> dict
     return {"input_ids": inputs, "labels": labels}
 
 
-def trim_padding(batch: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Stack a batch and drop the padding columns after its longest example: attention is
-    causal, so the trailing pad positions change no loss term (same loss, fewer FLOPs)."""
+# Trimmed widths are rounded up to a multiple of this: a compiled loss builds one graph per
+# input shape (seen on an H100: one SFT epoch spent minutes recompiling for each new width),
+# so at most seq_len / 256 shapes, at a few percent of padding more.
+WIDTH_MULTIPLE = 256
+
+
+def trim_padding(
+    batch: list[dict[str, torch.Tensor]], multiple: int = WIDTH_MULTIPLE
+) -> dict[str, torch.Tensor]:
+    """Stack a batch and drop the padding columns after its longest example, keeping a
+    multiple of ``multiple`` (or all of them): attention is causal, so the trailing pad
+    positions change no loss term (same loss, fewer FLOPs)."""
     out = {k: torch.stack([ex[k] for ex in batch]) for k in batch[0]}
     used = (out["labels"] != IGNORE).any(0).nonzero()
-    width = int(used[-1]) + 1 if len(used) else out["labels"].shape[1]
+    full = out["labels"].shape[1]
+    width = int(used[-1]) + 1 if len(used) else full
+    width = min(full, -(-width // multiple) * multiple)
     return {k: v[:, :width] for k, v in out.items()}
 
 
