@@ -219,10 +219,10 @@ def test_trim_padding_keeps_the_loss(bpe) -> None:
 
     lengths = [(30, 20), (55, 40), (41, 37)]  # (ids, prompt) per example
     batch = [to_example(list(range(5, 5 + n)), p, 96, bpe.eos_id) for n, p in lengths]
-    trimmed = trim_padding(batch, multiple=1)
+    trimmed = trim_padding(batch)
     assert trimmed["input_ids"].shape == (3, 54)  # the longest example's inputs
-    assert trim_padding(batch, multiple=32)["input_ids"].shape == (3, 64)  # one compiled shape
-    assert trim_padding(batch)["input_ids"].shape == (3, 96)  # never wider than seq_len
+    assert trim_padding(batch, multiple=32)["input_ids"].shape == (3, 64)  # few compiled shapes
+    assert trim_padding(batch, multiple=256)["input_ids"].shape == (3, 96)  # at most seq_len
     torch.manual_seed(0)
     model = Transformer(ModelConfig(vocab_size=128, n_layers=2, n_heads=2, dim=32, ffn_dim=64),
                         VariantConfig(name="b_ssmax", scale="log_n", learn_s=True), 96)  # fmt: skip
@@ -242,3 +242,12 @@ def test_sft_datamodule(cache: Path) -> None:
     for labels in batch["labels"]:
         kept = labels[labels != IGNORE].tolist()
         assert kept and kept[-1] == dm.tokenizer.eos_id
+    # under a compiled loss: every width a multiple of 64 (few graphs) or the whole seq_len
+    cfg = data_cfg(cache, seq_len=512, sft_num_examples=120)
+    exact, rounded = (SFTDataModule(cfg, batch_size=2, seed=0, width_multiple=m) for m in (1, 64))
+    for dm in (exact, rounded):
+        dm.setup("fit")
+    for a, b in zip(exact.train_dataloader(), rounded.train_dataloader(), strict=True):
+        width = a["labels"].shape[1]
+        assert b["labels"].shape[1] == min(512, -(-width // 64) * 64)
+        assert torch.equal(b["labels"][:, :width], a["labels"])  # the same rows, more padding

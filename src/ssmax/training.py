@@ -71,9 +71,11 @@ def training_device(accelerator: str) -> str:
 
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     if cfg.objective == "sft":
-        from ssmax.data.sft import SFTDataModule
+        from ssmax.data.sft import WIDTH_MULTIPLE, SFTDataModule
 
-        return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
+        compiled = compile_enabled(cfg.trainer.compile, training_device(cfg.trainer.accelerator))
+        return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed,
+                             width_multiple=WIDTH_MULTIPLE if compiled else 1)  # fmt: skip
     from ssmax.data.lm import LMDataModule
 
     return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)

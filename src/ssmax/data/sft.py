@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from omegaconf import DictConfig
@@ -97,14 +98,14 @@ def to_example(ids: list[int], n_prompt: int, seq_len: int, eos_id: int) -> dict
     return {"input_ids": inputs, "labels": labels}
 
 
-# Trimmed widths are rounded up to a multiple of this: a compiled loss builds one graph per
-# input shape (seen on an H100: one SFT epoch spent minutes recompiling for each new width),
-# so at most seq_len / 256 shapes, at a few percent of padding more.
+# Under a compiled loss, trimmed widths are rounded up to a multiple of this: it builds one
+# graph per input shape (seen on an H100: an SFT epoch spent minutes recompiling for each new
+# width), so at most seq_len / 256 shapes, at a few percent of padding more. Eager: exact.
 WIDTH_MULTIPLE = 256
 
 
 def trim_padding(
-    batch: list[dict[str, torch.Tensor]], multiple: int = WIDTH_MULTIPLE
+    batch: list[dict[str, torch.Tensor]], multiple: int = 1
 ) -> dict[str, torch.Tensor]:
     """Stack a batch and drop the padding columns after its longest example, keeping a
     multiple of ``multiple`` (or all of them): attention is causal, so the trailing pad
@@ -144,11 +145,15 @@ def build_sft_dataset(data_cfg: DictConfig, tokenizer: Tokenizer, split: str) ->
 
 
 class SFTDataModule(TokenizedDataModule):
-    """Batches {"input_ids", "labels"} [B, T] of SQuAD-2.0-format examples."""
+    """Batches {"input_ids", "labels"} [B, T] of SQuAD-2.0-format examples, T trimmed to a
+    multiple of ``width_multiple`` (WIDTH_MULTIPLE for a compiled loss; 1 trims exactly)."""
 
-    def __init__(self, data_cfg: DictConfig, batch_size: int, seed: int = 0) -> None:
+    def __init__(
+        self, data_cfg: DictConfig, batch_size: int, seed: int = 0, width_multiple: int = 1
+    ) -> None:
         super().__init__(data_cfg, batch_size, seed)
         self._sets: dict[str, SFTDataset] = {}
+        self.width_multiple = width_multiple
 
     def prepare_data(self) -> None:
         self.tokenizer  # noqa: B018 - trains/caches the tokenizer once, on rank 0
@@ -174,7 +179,7 @@ class SFTDataModule(TokenizedDataModule):
             ds,
             batch_size=self.batch_size,
             sampler=sampler,
-            collate_fn=trim_padding,
+            collate_fn=partial(trim_padding, multiple=self.width_multiple),
             num_workers=int(self.data_cfg.num_workers),
         )
 
