@@ -122,3 +122,13 @@ def test_misspelled_key_fails_in_one_line_naming_neighbours(arg: str) -> None:
     check_override_keys(
         ["trainer.pretrain.lr=1", "+pipeline.overrides.b_ssmax=[seed=1]"], "pipeline"
     )
+
+
+def test_unknown_root_key_fails_in_one_line() -> None:
+    """output_dir=x (the key is paths.output_dir): neither a config group nor a root key."""
+    with pytest.raises(ConfigError) as err:
+        check_override_keys(["preset=smoke", "output_dir=/tmp/x", "seed=3"], "pipeline")
+    message = str(err.value)
+    assert "\n" not in message and "output_dir is not a config key" in message
+    assert message.endswith("nearest: paths.output_dir")
+    check_override_keys(["seed=3", "executor=slurm", "executor/slurm/profile=gpu8"], "pipeline")

@@ -128,12 +128,12 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
     any work. The config of reference is composed with the group choices of argv only."""
     import difflib
 
-    dotted = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
-    dotted = [(k, a) for k, a in dotted if "." in k and not k.startswith(OPEN_KEYS)]
-    if not dotted:
+    pairs = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
+    is_group = lambda key: "/" in key or (CONF_DIR / key).is_dir()  # noqa: E731
+    dotted = [(k, a) for k, a in pairs if not is_group(k) and not k.startswith(OPEN_KEYS)]
+    if not dotted:  # (and root keys: output_dir=x is no group and no key either)
         return
-    groups = [a for a in argv if "=" in a and "." not in a.partition("=")[0]]
-    groups = [a.partition(",")[0] for a in groups if not a.startswith("-")]  # a sweep: its first
+    groups = [a.partition(",")[0] for k, a in pairs if is_group(k) and not a.startswith("-")]
     ref = OmegaConf.to_container(compose(*groups, config_name=config_name), resolve=False)
     keys = _leaves(ref)
     for key, arg in dotted:
