@@ -123,20 +123,22 @@ def _leaves(node: object, prefix: str = "") -> list[str]:
 
 
 def check_override_keys(argv: Sequence[str], config_name: str = "config") -> None:
-    """A dotted override (or +addition) of a key the config does not have fails in one line
-    naming the key and its nearest valid neighbours (trainer.pretrain.lrr=1 -> lr), before
-    any work. The config of reference is composed with the group choices of argv only."""
+    """An override (or +addition) of a key the config does not have, dotted or at the root,
+    fails in one line naming the key and its nearest valid neighbours (trainer.pretrain.lrr=1
+    -> lr; output_dir=x -> paths.output_dir), before any work. The config of reference is
+    composed with the group choices of argv only."""
     import difflib
 
     pairs = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
     is_group = lambda key: "/" in key or (CONF_DIR / key).is_dir()  # noqa: E731
-    dotted = [(k, a) for k, a in pairs if not is_group(k) and not k.startswith(OPEN_KEYS)]
-    if not dotted:  # (and root keys: output_dir=x is no group and no key either)
+    # every setting that is not a group choice: dotted keys and root ones (seed=1, output_dir=x)
+    settings = [(k, a) for k, a in pairs if not is_group(k) and not k.startswith(OPEN_KEYS)]
+    if not settings:
         return
     groups = [a.partition(",")[0] for k, a in pairs if is_group(k) and not a.startswith("-")]
     ref = OmegaConf.to_container(compose(*groups, config_name=config_name), resolve=False)
     keys = _leaves(ref)
-    for key, arg in dotted:
+    for key, arg in settings:
         if key in keys:
             continue
         parent = key.rpartition(".")[0]

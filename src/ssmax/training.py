@@ -69,13 +69,17 @@ def training_device(accelerator: str) -> str:
     return "cuda"
 
 
+def compiles(cfg: DictConfig) -> bool:
+    """Whether the training loss runs under torch.compile (trainer.compile on this device)."""
+    return compile_enabled(cfg.trainer.compile, training_device(cfg.trainer.accelerator))
+
+
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     if cfg.objective == "sft":
         from ssmax.data.sft import WIDTH_MULTIPLE, SFTDataModule
 
-        compiled = compile_enabled(cfg.trainer.compile, training_device(cfg.trainer.accelerator))
         return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed,
-                             width_multiple=WIDTH_MULTIPLE if compiled else 1)  # fmt: skip
+                             width_multiple=WIDTH_MULTIPLE if compiles(cfg) else 1)  # fmt: skip
     from ssmax.data.lm import LMDataModule
 
     return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
@@ -143,7 +147,7 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         OmegaConf.to_container(stage, resolve=True),
         total,
         warmup,
-        compile=compile_enabled(cfg.trainer.compile, training_device(cfg.trainer.accelerator)),
+        compile=compiles(cfg),
         loss_chunk=cfg.trainer.loss_chunk,
     )
     if cfg.init_from:
