@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from ssmax.evals.niah import (
     run_niah,
     score_answer,
 )
+from ssmax.evals.spans import token_finder
 from tests.conftest import make_cfg
 from tests.test_evals_loss import tiny_model
 
@@ -106,6 +109,30 @@ def test_tail_sizes_equal_encoding_the_whole_text(
         assert sizes(c) == len(tokenizer.encode(head + tail[:c] + post)), c
 
 
+@pytest.mark.parametrize("kind", ["bpe", "gpt2"])
+def test_token_finder_gives_the_token_holding_each_character(
+    data_cfg: DictConfig, tokenizer: Tokenizer, shared_cache: Path, kind: str
+) -> None:
+    """For every character of a text (multi-byte ones split between tokens included), the
+    token found holds the character's first UTF-8 byte."""
+    if kind == "gpt2":
+        cfg = make_cfg("data.tokenizer=gpt2", "data.vocab_size=50257",
+                       f"paths.cache_dir={shared_cache}")  # fmt: skip
+        tokenizer = load_tokenizer(cfg.data)
+    odd = "Zürich café — 東京 costs 5€; naïve 😀🀄 ẞ x  y\t"
+    text = odd + take_haystack(test_texts(data_cfg, seed=4), tokenizer, 300) + odd * 2
+    ids = tokenizer.encode(text)
+    pieces = tokenizer.token_bytes(ids)
+    assert b"".join(pieces) == text.encode() and tokenizer.decode(ids) == text
+    ends = list(itertools.accumulate(len(p) for p in pieces))
+    assert any(len(p.decode("utf-8", "replace")) != len(p.decode("utf-8", "ignore"))
+               for p in pieces)  # some token splits a character  # fmt: skip
+    find = token_finder(tokenizer, ids)
+    for c in range(len(text)):
+        first_byte = len(text[:c].encode())
+        assert find(c) == bisect.bisect_right(ends, first_byte), c
+
+
 @pytest.mark.parametrize(
     ("answer", "score"),
     [
@@ -166,6 +193,26 @@ def test_run_niah_batched_equals_one_at_a_time(data_cfg: DictConfig, tokenizer: 
         one = run_niah(*args, seed=2, batch_size=1)
         batched = run_niah(*args, seed=2, batch_size=3)  # a batch of 3, then the cell's last 1
     assert batched == one and len(one) == 16
+
+
+@pytest.mark.slow  # inductor compiles two graphs on the CPU: ~30 s
+def test_compiled_decoding_is_eager_decoding_in_two_graphs(
+    data_cfg: DictConfig, tokenizer: Tokenizer
+) -> None:
+    """eval.niah.compile: the same answers as eager, from one graph for the prefills of every
+    prompt length and one for the decoding steps at every cache length (a graph per length
+    would compile ~60 times over the paper's cells). Batches of one prompt would add a pair:
+    dynamo specialises a size-1 dimension."""
+    from torch._dynamo.utils import counters
+
+    model = tiny_model("b_ssmax", seed=5)
+    args = (model, tokenizer, data_cfg, [128, 192, 256], (0.1, 0.7), 4)
+    graphs = counters["stats"]["unique_graphs"]
+    with scaled_rope_theta(model, 50):
+        eager = run_niah(*args, seed=2, batch_size=2)
+        compiled = run_niah(*args, seed=2, batch_size=2, compile=True)
+    assert compiled == eager and len(eager) == 24
+    assert counters["stats"]["unique_graphs"] - graphs <= 2
 
 
 def test_eos_is_never_chosen() -> None:

@@ -27,13 +27,16 @@ def compile_enabled(setting: bool | str, device: torch.device | str) -> bool:
     return bool(setting)
 
 
-def maybe_compile(fn: F, enabled: bool) -> F:
+def maybe_compile(fn: F, enabled: bool, dynamic: bool = False) -> F:
     """fn under torch.compile when enabled, else fn itself. Compiling a function (not the
-    module) leaves the module's parameters and state_dict keys as they are."""
+    module) leaves the module's parameters and state_dict keys as they are.
+
+    dynamic=False (training, Fig. 5): one static graph per shape, for few shapes (fixed lengths,
+    SFT widths in steps of 256), rather than a symbolic-shape graph whose guards on the chunk
+    count recompile anyway. dynamic=True (NIAH decoding): one graph for every prompt length and
+    one for every cache length, where a static graph per shape would compile ~30 of each."""
     if not enabled:
         return fn
     config = torch._dynamo.config
     config.cache_size_limit = max(config.cache_size_limit, RECOMPILE_LIMIT)
-    # dynamic=False: one static graph per shape (few: fixed lengths, SFT widths in steps of
-    # 256) rather than a symbolic-shape graph whose guards on the chunk count recompile anyway
-    return torch.compile(fn, dynamic=False)  # type: ignore[return-value]
+    return torch.compile(fn, dynamic=dynamic)  # type: ignore[return-value]

@@ -230,6 +230,9 @@ class NiahEvalConfig:
     # auto: a cell at once on a GPU (up to 64, within its free memory), one at a time on the CPU
     batch_size: int | str = rule("auto", gt=0, auto=True)  # prompts decoded together
     base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
+    # symbolic shapes: one graph each for every length; off until a GPU measures that the
+    # compile time pays at a preset's sample counts (README, performance)
+    compile: bool = False  # torch.compile of the prefill and the decoding step
 
 
 @dataclass

@@ -23,6 +23,7 @@ EOS_TEXT = "<|endoftext|>"
 GPT2_VOCAB = 50257
 GPT2_EOS = 50256
 MIN_BPE_VOCAB = 256 + 1  # every byte plus EOS
+SHORT_TEXT = 1000  # characters: below this mean length GPT-2's encode_batch loops (measured)
 # The URLs and sha256 pins tiktoken uses for "gpt2" (tiktoken_ext/openai_public.py).
 _GPT2_BASE = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
 GPT2_FILES = {
@@ -47,6 +48,18 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         raise NotImplementedError
 
+    def token_bytes(self, ids: Sequence[int]) -> list[bytes]:
+        """Each token's bytes (byte-level BPE): joined, they are decode(ids) in UTF-8."""
+        raise NotImplementedError
+
+
+def byte_level_alphabet() -> list[str]:
+    """GPT-2's byte-level alphabet, byte -> character: a printable Latin-1 byte stands for
+    itself, every other byte for chr(256 + k), k its rank among those (ByteLevel's mapping)."""
+    printable = {*range(33, 127), *range(161, 173), *range(174, 256)}
+    others = [b for b in range(256) if b not in printable]
+    return [chr(b) if b in printable else chr(256 + others.index(b)) for b in range(256)]
+
 
 class BPETokenizer(Tokenizer):
     """HF `tokenizers` byte-level BPE with EOS_TEXT as its only special token."""
@@ -59,12 +72,20 @@ class BPETokenizer(Tokenizer):
         self.name = f"bpe{vocab_size}-{digest}"
         self.vocab_size = vocab_size  # the model's size; trained ids are all below it
         self.eos_id = self._tok.token_to_id(EOS_TEXT)
+        self._bytes: list[bytes] | None = None  # token_bytes' table, built on first use
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)
+
+    def token_bytes(self, ids: Sequence[int]) -> list[bytes]:
+        if self._bytes is None:  # every token's bytes, from its byte-level characters
+            byte = {c: b for b, c in enumerate(byte_level_alphabet())}
+            vocab = sorted(self._tok.get_vocab(with_added_tokens=True).items(), key=lambda x: x[1])
+            self._bytes = [bytes(byte[c] for c in token) for token, _ in vocab]
+        return [self._bytes[i] for i in ids]
 
 
 class GPT2Tokenizer(Tokenizer):
@@ -82,10 +103,18 @@ class GPT2Tokenizer(Tokenizer):
         return self._enc.encode_ordinary(text)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        # tiktoken's batch call starts a thread pool of its own: it shares out long texts but
+        # costs more than it saves on short ones (2 cores: 120 x 300 characters 3.5 ms pooled,
+        # 1.8 ms in a loop; 100 x 3,000 characters 11.6 ms pooled, 14.5 ms in a loop)
+        if sum(map(len, texts)) < SHORT_TEXT * len(texts):
+            return [self._enc.encode_ordinary(t) for t in texts]
         return self._enc.encode_ordinary_batch(texts)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc.decode(list(ids))
+
+    def token_bytes(self, ids: Sequence[int]) -> list[bytes]:
+        return self._enc.decode_tokens_bytes(list(ids))
 
 
 def train_bpe(texts: list[str], vocab_size: int) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from ssmax.data.needle import CITIES, NEEDLE, QUESTION
 from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids, prompt_text
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.spans import char_to_token
+from ssmax.evals.spans import token_finder
 
 ANSWER_TOKENS = 8  # " " + 7 digits is 8 bytes: <= 8 tokens under any byte-level BPE
 SPLIT = "\x00"  # marks where the tail goes in the prompt text (no prompt holds a NUL)
@@ -190,9 +190,10 @@ def build_sample(
     text = template.format(context=ctx, question=question)
     c0 = text.find(ctx)
     n0 = c0 + len(before)  # needle's first character
-    at = [char_to_token(tokenizer, ids, x) for x in (c0, n0, n0 + needle.index(":") + 1)]
-    end = char_to_token(tokenizer, ids, n0 + len(needle) - 1) + 1
-    ctx_end = char_to_token(tokenizer, ids, c0 + len(ctx) - 1) + 1
+    token_at = token_finder(tokenizer, ids)
+    at = [token_at(x) for x in (c0, n0, n0 + needle.index(":") + 1)]
+    end = token_at(n0 + len(needle) - 1) + 1
+    ctx_end = token_at(c0 + len(ctx) - 1) + 1
     hay_tokens = ctx_end - at[0] - (end - at[1])
     return NeedleSample(
         ids, city, number, depth, (at[1] - at[0]) / max(hay_tokens, 1), at[1], (at[2], end)

@@ -54,8 +54,8 @@ def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:
     q = apply_rope(q, cos[-1:], sin[-1:])
     if term is not None:  # the same float32 multiplier the layer applies
         q = q.float() * attn.multiplier(term[-1:])[None, :, :, None]
-    if cache is not None:  # the forward already appended this call's keys
-        keys = cache.k[layer][:, :, : cache.length(layer)]
+    if cache is not None:  # the layer already wrote this call's keys (not yet counted)
+        keys = cache.k[layer][:, :, : cache.length + x.shape[1]]
     else:
         k = attn.wk(x).view(1, -1, attn.n_heads, attn.head_dim).transpose(1, 2)
         keys = apply_rope(k, cos, sin)

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from ssmax.data.tokenizer import Tokenizer
 
 
-def char_to_token(tokenizer: Tokenizer, ids: Sequence[int], char: int) -> int:
-    """Index of the token whose decoded text covers character ``char`` of decode(ids).
+def token_finder(tokenizer: Tokenizer, ids: Sequence[int]) -> Callable[[int], int]:
+    """char -> index of the token that holds the first UTF-8 byte of character ``char`` of
+    decode(ids) (byte-level BPE may split a character between tokens). One pass over the
+    tokens' bytes, then a bisection per character: no prefix decodes."""
+    pieces = tokenizer.token_bytes(ids)
+    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    first_bytes = np.flatnonzero((data & 0xC0) != 0x80)  # UTF-8 lead bytes: one a character
+    ends = np.cumsum([len(p) for p in pieces])
 
-    Token k covers [len(decode(ids[:k])), len(decode(ids[:k+1]))); the largest k whose prefix
-    is no longer than ``char`` is found by bisection (byte-level BPE decodes losslessly, so the
-    prefix lengths grow with k). Costs O(log n) decodes, no offsets API needed.
-    """
-    lo, hi = 0, len(ids) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if len(tokenizer.decode(ids[:mid])) <= char else (lo, mid - 1)
-    return lo
+    def find(char: int) -> int:
+        return int(np.searchsorted(ends, first_bytes[char], side="right"))
+
+    return find

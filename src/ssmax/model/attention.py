@@ -132,12 +132,12 @@ class Attention(nn.Module):
             q = (q.float() * self.multiplier(term)[None, :, :, None]).to(v.dtype)
         past = 0
         if cache is not None:
-            past = cache.length(layer)
+            past = cache.length
             k, v = cache.update(layer, k, v)
-        if past == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
-        elif t == 1:  # one new token sees the whole cache
+        if t == 1:  # one new token sees every key held and its own
             y = F.scaled_dot_product_attention(q, k, v)
+        elif past == 0:  # (plain Python branches: a compiled forward guards on them)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # a chunk appended to a cache: causal within the chunk, full over the past
             keep = torch.ones(t, past + t, dtype=torch.bool, device=x.device).tril(past)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)

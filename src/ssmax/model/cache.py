@@ -6,7 +6,12 @@ import torch
 
 
 class KVCache:
-    """Keys and values of every layer, [B, H, max_len, D] each, filled left to right."""
+    """Keys and values of every layer, [B, H, max_len, D] each, filled left to right.
+
+    ``length`` (tokens held, the same in every layer) is one attribute that the model advances
+    once per forward pass, after every layer has written (Transformer.hidden): layers write with
+    ``update`` and change no Python state, so a compiled forward does not guard on the layer.
+    """
 
     def __init__(
         self,
@@ -21,20 +26,21 @@ class KVCache:
         shape = (batch, n_heads, max_len, head_dim)
         self.k = [torch.empty(shape, device=device, dtype=dtype) for _ in range(n_layers)]
         self.v = [torch.empty(shape, device=device, dtype=dtype) for _ in range(n_layers)]
-        self.lengths = [0] * n_layers
+        self.length = 0
         self.max_len = max_len
-
-    def length(self, layer: int) -> int:
-        return self.lengths[layer]
 
     def update(
         self, layer: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append k, v [B, H, t, D]; return every cached key and value of this layer."""
-        start, t = self.lengths[layer], k.shape[2]
+        """Write k, v [B, H, t, D] after the ``length`` held tokens; return this layer's keys
+        and values up to and including them (``advance`` then counts them as held)."""
+        start, t = self.length, k.shape[2]
         if start + t > self.max_len:
             raise ValueError(f"KV cache full: {start} + {t} tokens > max_len={self.max_len}")
         self.k[layer][:, :, start : start + t] = k
         self.v[layer][:, :, start : start + t] = v
-        self.lengths[layer] = start + t
         return self.k[layer][:, :, : start + t], self.v[layer][:, :, : start + t]
+
+    def advance(self, t: int) -> None:
+        """Count the t tokens every layer has just written as held."""
+        self.length += t

@@ -107,7 +107,7 @@ class Transformer(nn.Module):
     def hidden(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Final normalised hidden states [B, T, dim]; with a cache, input_ids continue it."""
         t = input_ids.shape[1]
-        past = cache.length(0) if cache is not None else 0
+        past = cache.length if cache is not None else 0
         positions = torch.arange(past, past + t, device=input_ids.device)
         cos, sin = rope_angles(positions, self.head_dim, self.rope_theta)
         n = positions + 1  # keys seen by each query under the causal mask
@@ -115,6 +115,8 @@ class Transformer(nn.Module):
         x = self.tok_emb(input_ids)
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, term, cache, i)
+        if cache is not None:
+            cache.advance(t)
         return self.norm(x)
 
     def forward(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:

@@ -57,6 +57,7 @@ def scaled_theta_evals(
         model, tokenizer, cfg.data, [m * train_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
         answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
+        compile=settings.compile,
     )  # fmt: skip
     path = ctx.out_dir / "records.jsonl"
     path.write_text("".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records))
@@ -92,6 +93,7 @@ def base_theta_niah(
         model, tokenizer, cfg.data, [m * cfg.data.seq_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
         answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
+        compile=settings.compile,
     )  # fmt: skip
     _, _, grid = accuracy_grid(records, "full")
     return {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
