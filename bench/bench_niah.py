@@ -1,0 +1,141 @@
+"""Where a NIAH sample's time goes, measured in one run: prefill, decoding step, whole sample.
+
+For each way of running (eager or compiled as eval.niah.compile does it, SDPA with torch's
+backend order or with cuDNN first), on the preset's model with random prompts of one length:
+
+- prefill: ms per prompt of [batch, context - 8] tokens into a fresh KV cache, and the share of
+  the device's bf16 peak it reaches (forward FLOPs: 2N per token, attention 2 L d T^2 causal);
+- step: ms per decoding step of the whole batch at that cache length, and the KV cache bytes it
+  reads per ms (the floor of a step is reading the cache once);
+- sample: ms per sample of greedy_decode_batch (prefill, then 7 steps), the rate the goal names
+  (issue 19: <= 10 ms at 8k on an H100);
+- the CUDA kernels of one eager decoding step, longest first (which attention kernel runs).
+
+Ratios are against the first way (eager, torch's order) measured in the same run.
+Usage: python bench/bench_niah.py [--preset paper] [--context 8192] [--batch 64]
+On the CPU it runs the smoke preset at a small size: a check that the script works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from ssmax.config import compose, model_config, variant_config
+from ssmax.evals.common import cache_dtype, device_autocast
+from ssmax.evals.niah import _extend, greedy_decode_batch
+from ssmax.model import Transformer
+
+PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
+CUDNN_FIRST = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+               SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]  # fmt: skip
+
+
+@contextlib.contextmanager
+def backends(order: str) -> Iterator[None]:
+    if order == "torch":
+        yield
+        return
+    with sdpa_kernel(CUDNN_FIRST, set_priority=True):
+        yield
+
+
+def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
+    """Seconds per call after one warm-up call (which compiles, when compiled)."""
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps
+
+
+def top_kernels(model: Transformer, ids: torch.Tensor, n: int = 8) -> list[str]:
+    """The CUDA kernels of one eager decoding step after a prefill, longest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cache = model.new_cache(ids.shape[0], ids.shape[1] + 1, cache_dtype(model))
+    with torch.no_grad(), device_autocast(model):
+        _extend(model, ids, cache)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            _extend(model, ids[:, :1], cache)
+            torch.cuda.synchronize()
+    events = sorted(prof.key_averages(), key=lambda e: e.device_time_total, reverse=True)
+    return [f"{e.device_time_total / 1e3:8.2f} ms  x{e.count:<3} {e.key[:90]}" for e in events[:n]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default=None, help="default: paper on CUDA, smoke on CPU")
+    parser.add_argument("--variant", default="b_ssmax")
+    parser.add_argument("--context", type=int, default=None, help="default: 8 x seq_len")
+    parser.add_argument("--batch", type=int, default=None, help="default: 64 on CUDA, 2 on CPU")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--ways", default="eager:torch,eager:cudnn,compiled:torch,compiled:cudnn")
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    cfg = compose(f"preset={args.preset or ('paper' if cuda else 'smoke')}",
+                  f"variant={args.variant}")  # fmt: skip
+    torch.manual_seed(0)
+    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    model = model.to(device).eval()
+    context, batch = args.context or 8 * cfg.data.seq_len, args.batch or (64 if cuda else 2)
+    length, new = context - 8, 8
+    ids = torch.randint(1, model.cfg.vocab_size, (batch, length), device=device)
+    prompts = ids.tolist()
+    mc = model.cfg
+    n_params = sum(p.numel() for p in model.parameters()) - model.tok_emb.weight.numel()
+    flops = batch * (2 * n_params * length + 2 * mc.n_layers * mc.dim * length**2)
+    name = torch.cuda.get_device_name() if cuda else "CPU"
+    peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
+    kv_bytes = 2 * mc.n_layers * batch * length * mc.dim * (2 if cuda else 4)
+    print(f"{name}, torch {torch.__version__}, {cfg.model.name} {args.variant}, "
+          f"batch {batch} x {length:,} prompt tokens + {new} new")  # fmt: skip
+    print(f"{'way':<18} {'prefill ms/prompt':>18} {'of peak':>8} {'step ms':>8} "
+          f"{'KV GB/s':>8} {'sample ms':>10} {'x first':>8}")  # fmt: skip
+    first = None
+    for way in args.ways.split(","):
+        mode, order = way.split(":")
+        compiled = mode == "compiled"
+        torch._dynamo.reset()
+        extend = torch.compile(_extend, dynamic=True) if compiled else _extend
+        cache = model.new_cache(batch, length + new, cache_dtype(model))
+
+        def prefill(extend=extend, cache=cache) -> None:
+            cache.length = 0
+            extend(model, ids, cache)
+
+        def step(extend=extend, cache=cache) -> None:
+            cache.length = length
+            extend(model, ids[:, :1], cache)
+
+        with torch.no_grad(), device_autocast(model), backends(order):
+            t_prefill = timed(prefill, args.reps, device)
+            t_step = timed(step, 4 * args.reps, device)
+        with backends(order):
+            t_sample = timed(
+                lambda c=compiled: greedy_decode_batch(model, prompts, new, 0, compile=c),
+                args.reps, device,
+            ) / batch  # fmt: skip
+        first = first or t_sample
+        share = f"{flops / t_prefill / peak:7.1%}" if peak else "      -"
+        print(f"{way:<18} {t_prefill / batch * 1e3:18.2f} {share:>8} {t_step * 1e3:8.2f} "
+              f"{kv_bytes / t_step / 1e9:8.0f} {t_sample * 1e3:10.2f} "
+              f"{t_sample / first:8.3f}")  # fmt: skip
+    if cuda:
+        print("\nkernels of one eager decoding step (torch's backend order):")
+        print("\n".join(top_kernels(model, ids)))
+
+
+if __name__ == "__main__":
+    main()
