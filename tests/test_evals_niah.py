@@ -103,6 +103,11 @@ def test_tail_sizes_equal_encoding_the_whole_text(
         return [len(tokenizer.encode(t)) for t in texts]
 
     sizes = TailSizes(count, head, tail, post, stride=1)  # every cut between words
+    assert sizes.cuts == [
+        i
+        for i in range(1, len(tail) - 1)
+        if tail[i] == " " and tail[i - 1].isalpha() and tail[i + 1].isalpha()
+    ]
     assert len(sizes.cuts) > 50
     rng = random.Random(0)
     for c in [1, 2, 3, len(tail), *rng.sample(range(len(tail)), 300)]:

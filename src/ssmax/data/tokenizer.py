@@ -48,8 +48,17 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         raise NotImplementedError
 
+    _bytes: list[bytes] | None = None  # every token's bytes, built on first use
+
     def token_bytes(self, ids: Sequence[int]) -> list[bytes]:
         """Each token's bytes (byte-level BPE): joined, they are decode(ids) in UTF-8."""
+        if self._bytes is None:
+            self._bytes = self.vocab_bytes()
+        table = self._bytes
+        return [table[i] for i in ids]
+
+    def vocab_bytes(self) -> list[bytes]:
+        """The bytes of every token id."""
         raise NotImplementedError
 
 
@@ -72,7 +81,6 @@ class BPETokenizer(Tokenizer):
         self.name = f"bpe{vocab_size}-{digest}"
         self.vocab_size = vocab_size  # the model's size; trained ids are all below it
         self.eos_id = self._tok.token_to_id(EOS_TEXT)
-        self._bytes: list[bytes] | None = None  # token_bytes' table, built on first use
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
@@ -80,12 +88,10 @@ class BPETokenizer(Tokenizer):
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)
 
-    def token_bytes(self, ids: Sequence[int]) -> list[bytes]:
-        if self._bytes is None:  # every token's bytes, from its byte-level characters
-            byte = {c: b for b, c in enumerate(byte_level_alphabet())}
-            vocab = sorted(self._tok.get_vocab(with_added_tokens=True).items(), key=lambda x: x[1])
-            self._bytes = [bytes(byte[c] for c in token) for token, _ in vocab]
-        return [self._bytes[i] for i in ids]
+    def vocab_bytes(self) -> list[bytes]:  # from each token's byte-level characters
+        byte = {c: b for b, c in enumerate(byte_level_alphabet())}
+        vocab = sorted(self._tok.get_vocab(with_added_tokens=True).items(), key=lambda x: x[1])
+        return [bytes(byte[c] for c in token) for token, _ in vocab]
 
 
 class GPT2Tokenizer(Tokenizer):
@@ -113,8 +119,8 @@ class GPT2Tokenizer(Tokenizer):
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc.decode(list(ids))
 
-    def token_bytes(self, ids: Sequence[int]) -> list[bytes]:
-        return self._enc.decode_tokens_bytes(list(ids))
+    def vocab_bytes(self) -> list[bytes]:
+        return [self._enc.decode_single_token_bytes(i) for i in range(self._enc.n_vocab)]
 
 
 def train_bpe(texts: list[str], vocab_size: int) -> str:

@@ -24,6 +24,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import regex
+
 from ssmax.data.needle import CITIES, NEEDLE, QUESTION
 from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids, prompt_text
 from ssmax.data.tokenizer import Tokenizer
@@ -31,6 +33,7 @@ from ssmax.evals.spans import token_finder
 
 ANSWER_TOKENS = 8  # " " + 7 digits is 8 bytes: <= 8 tokens under any byte-level BPE
 SPLIT = "\x00"  # marks where the tail goes in the prompt text (no prompt holds a NUL)
+BETWEEN_LETTERS = regex.compile(r"(?<=\p{L}) (?=\p{L})")  # \p{L}: str.isalpha's categories
 
 
 @dataclass
@@ -83,11 +86,7 @@ def word_cuts(text: str) -> list[int]:
     gpt2 and the embedded BPE's ByteLevel regex alike) ends one piece and starts the next
     (" ?\\p{L}+" keeps the space with the next word), and BPE never merges across pieces, so
     the token count of a text is the sum of its parts' counts cut there."""
-    return [
-        i
-        for i in range(1, len(text) - 1)
-        if text[i] == " " and text[i - 1].isalpha() and text[i + 1].isalpha()
-    ]
+    return [m.start() for m in BETWEEN_LETTERS.finditer(text)]
 
 
 class TailSizes:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import product, repeat
 
 import numpy as np
 import torch
@@ -45,6 +47,7 @@ from ssmax.model import KVCache, Transformer
 DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
 SCORES = ("full", "first_digit", "wrong")
 AUTO_MAX_BATCH = 64  # prompts decoded together under batch_size=auto on a GPU
+BUILDERS = 4  # threads cutting prompts (the encoders release the GIL)
 
 
 @dataclass
@@ -141,23 +144,24 @@ def run_niah(
     compile: bool = False,
 ) -> list[NeedleRecord]:
     """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6.
-    Prompts are built in order (the same draws as one at a time) by a background thread and
-    decoded ``batch_size`` at a time (niah_batch), never across cells."""
+    A background thread draws the needles and haystacks in order (the same draws as one at a
+    time) and has BUILDERS threads cut them into prompts; the device decodes them
+    ``batch_size`` at a time (niah_batch), never across cells."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
     steps = {c: niah_batch(model, batch_size, samples_per_cell, c) for c in context_sizes}
 
     def batches() -> Iterator[tuple[int, float, list[NeedleSample]]]:
-        for context in context_sizes:
-            for depth in depths:
-                part = []
-                for i in range(samples_per_cell):
-                    city, number = random_needle(rng)
-                    hay = take_haystack(texts, tokenizer, context)
-                    part.append(build_sample(tokenizer, hay, city, number, context, depth,
-                                             answer_tokens, data_cfg.sft_prompt))  # fmt: skip
-                    if len(part) == steps[context] or i + 1 == samples_per_cell:
-                        yield context, depth, part
-                        part = []
+        with ThreadPoolExecutor(BUILDERS) as pool:
+            for context, depth in product(context_sizes, depths):
+                for a in range(0, samples_per_cell, steps[context]):
+                    n = min(steps[context], samples_per_cell - a)
+                    needles = [random_needle(rng) for _ in range(n)]
+                    cities, numbers = zip(*needles, strict=True)
+                    hays = [take_haystack(texts, tokenizer, context) for _ in range(n)]
+                    part = pool.map(build_sample, repeat(tokenizer), hays, cities, numbers,
+                                    repeat(context), repeat(depth), repeat(answer_tokens),
+                                    repeat(data_cfg.sft_prompt))  # fmt: skip
+                    yield context, depth, list(part)
 
     records = []
     for context, depth, part in prefetch(batches(), depth=2):
