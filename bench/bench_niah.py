@@ -11,6 +11,9 @@ backend order or with cuDNN first), on the preset's model with random prompts of
   (issue 19: <= 10 ms at 8k on an H100);
 - the CUDA kernels of one eager decoding step, longest first (which attention kernel runs).
 
+A way is mode:first, e.g. compiled:cudnn: eager or compiled, and the SDPA backend tried first
+(torch: torch's own order; cudnn, flash, efficient, math: that one, then the others).
+
 Ratios are against the first way (eager, torch's order) measured in the same run.
 Usage: python bench/bench_niah.py [--preset paper] [--context 8192] [--batch 64]
 On the CPU it runs the smoke preset at a small size: a check that the script works.
@@ -32,16 +35,18 @@ from ssmax.evals.niah import _extend, greedy_decode_batch
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
-CUDNN_FIRST = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-               SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]  # fmt: skip
+SDPA = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}  # fmt: skip
 
 
 @contextlib.contextmanager
-def backends(order: str) -> Iterator[None]:
-    if order == "torch":
+def backends(first: str) -> Iterator[None]:
+    """SDPA with backend ``first`` tried first, then the others (torch: torch's own order)."""
+    if first == "torch":
         yield
         return
-    with sdpa_kernel(CUDNN_FIRST, set_priority=True):
+    order = [SDPA[first], *(b for name, b in SDPA.items() if name != first)]
+    with sdpa_kernel(order, set_priority=True):
         yield
 
 
@@ -80,7 +85,8 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=None, help="default: 8 x seq_len")
     parser.add_argument("--batch", type=int, default=None, help="default: 64 on CUDA, 2 on CPU")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--ways", default="eager:torch,eager:cudnn,compiled:torch,compiled:cudnn")
+    parser.add_argument("--ways", default="eager:torch,eager:cudnn,eager:flash,eager:efficient,"
+                        "compiled:torch,compiled:cudnn")  # fmt: skip
     args = parser.parse_args()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
