@@ -23,9 +23,11 @@ import sys
 import time
 
 import torch
+from omegaconf import DictConfig
 
 from ssmax.compiling import compile_enabled
 from ssmax.config import compose, model_config, variant_config
+from ssmax.evals.common import sdpa_first
 from ssmax.evals.niah import greedy_decode, greedy_decode_batch, niah_batch
 from ssmax.evals.per_position_loss import auto_batch, per_position_loss
 from ssmax.model import Transformer
@@ -118,10 +120,16 @@ def main() -> None:
 
 
 def gpu_rates(args: argparse.Namespace) -> None:
-    """ms per Fig. 5 sequence and per NIAH sample on the preset's own model and lengths."""
+    """ms per Fig. 5 sequence and per NIAH sample on the preset's own model and lengths,
+    with the preset's eval settings (eval.sdpa_first, eval.niah.compile)."""
+    cfg = compose(f"preset={args.preset}", "variant=b_ssmax")
+    with sdpa_first(cfg.eval.sdpa_first):
+        measure_gpu_rates(args, cfg)
+
+
+def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
     from bench_step import git_commit, today  # the same provenance as the training rate
 
-    cfg = compose(f"preset={args.preset}", "variant=b_ssmax")
     torch.manual_seed(0)
     model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len).cuda().eval()
     name, n = torch.cuda.get_device_name(), cfg.data.seq_len
@@ -152,11 +160,12 @@ def gpu_rates(args: argparse.Namespace) -> None:
           f"compile={niah_compiled}; goal <= 10 ms; bench_niah.py: where it goes)")  # fmt: skip
     if not args.no_record:
         common = {"measured": today(), "commit": git_commit()}
-        how = f"bench_evals.py: bf16, compile={compiled}, torch {torch.__version__}"
+        how = (f"bench_evals.py: bf16, compile={compiled}, sdpa_first={cfg.eval.sdpa_first}, "
+               f"torch {torch.__version__}")  # fmt: skip
         measured.record(None, name, cfg.model.name, "eval_loss", value=loss_s, length=length,
                         batch=batch, how=how, **common)  # fmt: skip
-        how_niah = (f"bench_evals.py: bf16, compile={niah_compiled}, torch {torch.__version__}, "
-                    "8 new tokens")  # fmt: skip
+        how_niah = (f"bench_evals.py: bf16, compile={niah_compiled}, sdpa_first="
+                    f"{cfg.eval.sdpa_first}, torch {torch.__version__}, 8 new tokens")  # fmt: skip
         measured.record(None, name, cfg.model.name, "niah", value=niah_s, length=context,
                         batch=step, how=how_niah, **common)  # fmt: skip
         print(f"    recorded in {measured.DEFAULT_FILE}")

@@ -22,32 +22,17 @@ On the CPU it runs the smoke preset at a small size: a check that the script wor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ssmax.config import compose, model_config, variant_config
-from ssmax.evals.common import cache_dtype, device_autocast
+from ssmax.evals.common import cache_dtype, device_autocast, sdpa_first
 from ssmax.evals.niah import _extend, greedy_decode_batch
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
-SDPA = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
-        "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}  # fmt: skip
-
-
-@contextlib.contextmanager
-def backends(first: str) -> Iterator[None]:
-    """SDPA with backend ``first`` tried first, then the others (torch: torch's own order)."""
-    if first == "torch":
-        yield
-        return
-    order = [SDPA[first], *(b for name, b in SDPA.items() if name != first)]
-    with sdpa_kernel(order, set_priority=True):
-        yield
 
 
 def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
@@ -125,10 +110,10 @@ def main() -> None:
             cache.length = length
             extend(model, ids[:, :1], cache)
 
-        with torch.no_grad(), device_autocast(model), backends(order):
+        with torch.no_grad(), device_autocast(model), sdpa_first(order):
             t_prefill = timed(prefill, args.reps, device)
             t_step = timed(step, 4 * args.reps, device)
-        with backends(order):
+        with sdpa_first(order):
             t_sample = timed(
                 lambda c=compiled: greedy_decode_batch(model, prompts, new, 0, compile=c),
                 args.reps, device,

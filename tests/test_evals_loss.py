@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from ssmax.config import model_config, variant_config
 from ssmax.evals import scaled_rope_theta
+from ssmax.evals.common import SDPA_FIRST, sdpa_first
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.model import Transformer
 from ssmax.report.plotting import smooth
@@ -83,3 +84,19 @@ def test_summaries() -> None:
     grows = smooth(losses.numpy() ** 2, np.arange(1, 21) // 4)  # width (index + 1) // 4, at least 1
     assert grows[0] == 0 and grows[3] == 9 and grows[4] == 16 and grows[7] == (36 + 49) / 2
     assert grows[19] == np.mean(np.arange(17, 20) ** 2)  # width 5 at the end: 17..19
+
+
+@pytest.mark.parametrize("first", SDPA_FIRST)
+def test_any_sdpa_backend_first_gives_the_same_losses(first: str) -> None:
+    """eval.sdpa_first: every choice runs (one the device lacks, cuDNN or the memory-efficient
+    kernel on a CPU, is passed over) and gives the default order's losses."""
+    model = tiny_model("b_ssmax").float()
+    seqs = torch.randint(0, model.cfg.vocab_size, (2, 60))
+    with torch.no_grad():
+        want = per_position_loss(model, seqs)
+        with sdpa_first(first):
+            got = per_position_loss(model, seqs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    bad = pytest.raises(ValueError, match="eval.sdpa_first='fast': expected one of torch, flash")
+    with bad, sdpa_first("fast"):
+        pass

@@ -23,6 +23,7 @@ SCHEDULES = ("constant", "cosine")
 TOKENIZERS = ("bpe", "gpt2")
 EXECUTOR_KINDS = ("inprocess", "local", "slurm")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+SDPA_FIRST = ("torch", "flash", "efficient", "math", "cudnn")  # ssmax.evals.common.sdpa_first
 PRECISIONS = ("auto", "32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seeds: 0 .. 2^32 - 1
 
@@ -262,6 +263,8 @@ class EvalConfig:
     niah: NiahEvalConfig = field(default_factory=NiahEvalConfig)  # Fig. 6
     needle_scores: NeedleScoresConfig | None = field(default_factory=NeedleScoresConfig)  # or null
     copy_probe: CopyProbeConfig | None = field(default_factory=CopyProbeConfig)  # or null
+    # torch: torch's order (flash first); cudnn, flash, efficient, math: that one first
+    sdpa_first: str = rule("torch", choices=SDPA_FIRST)  # the evals' attention backend
 
 
 @dataclass

@@ -9,10 +9,20 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ssmax.model import Transformer
+from ssmax.schema import SDPA_FIRST
 
 T = TypeVar("T")
+
+# SDPA backends in torch's default order (flash, efficient, math, then cuDNN)
+SDPA_BACKENDS = {
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "math": SDPBackend.MATH,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
 
 
 def scaled_theta(theta: float, factor: float) -> float:
@@ -50,6 +60,22 @@ def device_autocast(model: torch.nn.Module) -> Iterator[None]:
         yield
         return
     with torch.autocast("cuda", dtype=torch.bfloat16):
+        yield
+
+
+@contextmanager
+def sdpa_first(first: str) -> Iterator[None]:
+    """F.scaled_dot_product_attention tries backend ``first`` first, then the others in
+    torch's default order; "torch": torch's order as it is. Every backend computes the same
+    attention up to rounding; which is fastest depends on the GPU and the shapes
+    (bench/bench_niah.py); one that cannot serve a call (cuDNN on a CPU) is passed over."""
+    if first == "torch":
+        yield
+        return
+    if first not in SDPA_BACKENDS:
+        raise ValueError(f"eval.sdpa_first={first!r}: expected one of {', '.join(SDPA_FIRST)}")
+    order = [SDPA_BACKENDS[first], *(b for n, b in SDPA_BACKENDS.items() if n != first)]
+    with sdpa_kernel(order, set_priority=True):
         yield
 
 

@@ -44,8 +44,9 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         "RoPE theta at eval": f"{cfg.model.rope_theta:g} x {cfg.pipeline.rope_factor}",
     }
     details |= trained_on(cfg.data)
-    for name, block in cfg.eval.items():
-        details[f"eval.{name}"] = json.dumps(OmegaConf.to_container(block, resolve=True))
+    for name, block in cfg.eval.items():  # blocks (eval.niah) and plain values (sdpa_first)
+        value = OmegaConf.to_container(block, resolve=True) if OmegaConf.is_config(block) else block
+        details[f"eval.{name}"] = json.dumps(value)
     for key, paper in (cfg.preset.get("cuts") or {}).items():  # a reduced preset's cuts
         details[f"cut: {key}"] = f"{OmegaConf.select(cfg, key)} here; {paper}"
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,

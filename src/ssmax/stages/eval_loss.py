@@ -8,7 +8,7 @@ claim that theta x50 alone hurts (a) at short context)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from ssmax.compiling import compile_enabled
 from ssmax.data.facts import spec_from_cfg
 from ssmax.data.lm import iter_test_sequences, test_fact_sequences
 from ssmax.data.tokenizer import load_tokenizer
-from ssmax.evals.common import model_device, prefetch, scaled_rope_theta
+from ssmax.evals.common import model_device, prefetch, scaled_rope_theta, sdpa_first
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.stages.common import StageContext, load_model
 from ssmax.stages.spec import StageSpec
@@ -27,7 +27,7 @@ from ssmax.tracking import log_metrics
 SPEC = StageSpec(
     reads=("seed", "data:lm", "eval.loss"),
     # the model: the input's fingerprint; compile and batching change no number beyond rounding
-    uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile"),
+    uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile", "eval.sdpa_first"),
 )
 
 
@@ -53,9 +53,11 @@ def run(ctx: StageContext) -> dict[str, Any]:
         return prefetch(row[:cut] for row in itertools.islice(rows, count))
 
     compiled = compile_enabled(cfg.trainer.compile, model_device(model))
-    loss = lambda rows: per_position_loss(  # noqa: E731
-        model, rows, batch_size=settings.batch_size, compile=compiled
-    )
+
+    def loss(rows: Iterable[torch.Tensor]) -> torch.Tensor:
+        with sdpa_first(cfg.eval.sdpa_first):
+            return per_position_loss(model, rows, batch_size=settings.batch_size, compile=compiled)
+
     planted = None
     if spec_from_cfg(cfg.data.facts).fraction > 0:
         planted = test_fact_sequences(cfg.data, tokenizer, length, count, seed=cfg.seed)

@@ -14,7 +14,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
-from ssmax.evals.common import scaled_rope_theta
+from ssmax.evals.common import scaled_rope_theta, sdpa_first
 from ssmax.evals.copying import copy_gain
 from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import accuracy_grid, run_niah
@@ -24,7 +24,15 @@ from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics
 
 SPEC = StageSpec(
-    reads=("seed", "data", "eval.niah", "eval.needle_scores", "eval.copy_probe"),
+    # eval.sdpa_first: attention differs by rounding, which can flip a greedy answer's tie
+    reads=(
+        "seed",
+        "data",
+        "eval.niah",
+        "eval.needle_scores",
+        "eval.copy_probe",
+        "eval.sdpa_first",
+    ),  # fmt: skip
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
 )
 
@@ -33,14 +41,13 @@ def run(ctx: StageContext) -> dict[str, Any]:
     cfg, spec = ctx.cfg, ctx.only_input()
     model = load_model(cfg, spec["weights"])
     tokenizer = load_tokenizer(cfg.data)
-    with scaled_rope_theta(model, spec["rope_factor"]):
-        out, metrics = scaled_theta_evals(ctx, model, tokenizer)
-    base = list(cfg.eval.niah.base_theta_multiples or [])
-    if base:  # the same test with the training theta: is the skill there before theta x50?
-        out["base_theta_accuracy"] = base_theta_niah(cfg, model, tokenizer, base)
-        metrics |= {
-            f"eval/niah_base_theta_at_{k}x": v for k, v in out["base_theta_accuracy"].items()
-        }
+    with sdpa_first(cfg.eval.sdpa_first):
+        with scaled_rope_theta(model, spec["rope_factor"]):
+            out, metrics = scaled_theta_evals(ctx, model, tokenizer)
+        base = list(cfg.eval.niah.base_theta_multiples or [])
+        if base:  # the same test with the training theta: is the skill there before theta x50?
+            out["base_theta_accuracy"] = accuracy = base_theta_niah(cfg, model, tokenizer, base)
+            metrics |= {f"eval/niah_base_theta_at_{k}x": v for k, v in accuracy.items()}
     if ctx.run_id:
         log_metrics(cfg, ctx.run_id, metrics)
     return out
