@@ -94,3 +94,19 @@ def test_evals_on_the_gpu_in_bf16(weights: Path) -> None:
     assert rows.dtype == torch.float64
     torch.testing.assert_close(rows.sum(-1).cpu(), torch.ones(rows.shape[:2], dtype=torch.float64))
     assert len(greedy_decode(model, seqs[0, :100].tolist(), 4, eos_id=0)) == 4
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
+def test_a_decoding_step_never_waits_for_the_gpu(weights: Path) -> None:
+    """An eager decoding step queues its kernels without a host-device sync, so the CPU runs
+    ahead of the GPU (a RoPE table copied from the host made every step wait)."""
+    model = load_model(make_cfg("preset=smoke", "variant=b_ssmax"), str(weights))
+    ids = torch.randint(1, model.cfg.vocab_size, (2, 40), device="cuda")
+    cache = model.new_cache(2, 42, torch.bfloat16)
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        model.hidden(ids, cache)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            model.hidden(ids[:, :1], cache)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")

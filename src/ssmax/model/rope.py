@@ -11,9 +11,13 @@ import torch
 def rope_angles(
     positions: torch.Tensor, head_dim: int, theta: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of shape [T, head_dim] for integer positions, in float32."""
-    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-    angles = positions.to(torch.float64)[:, None] * inv_freq.to(positions.device)[None, :]
+    """cos and sin of shape [T, head_dim] for integer positions, in float32.
+
+    Built on the positions' device: a host tensor copied in would make every eager forward
+    wait for the device (a blocking copy), one decoding step at a time."""
+    steps = torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device)
+    inv_freq = theta ** (-steps / head_dim)
+    angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().float(), angles.sin().float()
 
