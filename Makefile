@@ -95,9 +95,10 @@ format: setup ## ruff fix and format
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-bench: setup ## Step-time ratios; eval memory and KV decoding; loader tokens/s vs one GPU's demand
+bench: setup ## Step-time ratios; eval memory and KV decoding; NIAH's time by part; loader tokens/s vs one GPU's demand
 	$(PY) bench/bench_step.py --preset $(PRESET)
 	$(PY) bench/bench_evals.py --preset $(PRESET)
+	$(PY) bench/bench_niah.py --preset $(PRESET)
 	$(PY) bench/bench_loader.py
 
 slurm-install: ## Install SLURM + munge (Debian 12, root; idempotent)
