@@ -132,6 +132,30 @@ def test_one_sft_setting_reruns_exactly_its_downstream(smoke_run: list[str]) -> 
     )
 
 
+def test_gpu1_preset_runs_end_to_end_at_toy_dimensions(tmp_path: Path, shared_cache: Path) -> None:
+    """The one-GPU preset's own settings (batches, schedule, evals, cuts) through every node to
+    the report, on the CPU: only the model's dimensions, the steps and the eval sizes are made
+    toy-sized. Strict reads; a non-default attention backend for the evals."""
+    overrides = [
+        "preset=gpu1", "model.n_layers=2", "model.n_heads=2", "model.dim=64", "model.ffn_dim=128",
+        "data=embedded", "data.vocab_size=512", "data.seq_len=128", "data.sft_num_examples=64",
+        "pipeline.variants=[a_softmax,b_ssmax]", "pipeline.strict_reads=true",
+        "trainer.pretrain.max_steps=4", "trainer.pretrain.warmup_steps=1",
+        "trainer.pretrain.global_batch=8", "trainer.pretrain.batch_size=8",
+        "trainer.sft.epochs=1", "trainer.sft.batch_size=8", "trainer.sft.global_batch=8",
+        "trainer.val_every_n_steps=2", "trainer.checkpoint_every_n_steps=2",
+        "eval.loss.sequences=2", "eval.niah.samples=1", "eval.needle_scores.trials=2",
+        "eval.sdpa_first=math", f"paths.output_dir={tmp_path}", f"paths.cache_dir={shared_cache}",
+    ]  # fmt: skip
+    assert main(["run", *overrides]) == 0
+    _, jobs = plan(overrides)
+    assert all(job.done is not None for job in jobs) and len(jobs) == 15
+    report = next(j for j in jobs if j.stage == "report").done["outputs"]
+    text = Path(report["report_md"]).read_text()
+    assert "| cut: eval.niah.samples | 1 here; paper 1,000 per (context, depth) cell" in text
+    assert '| eval.sdpa_first | "math" |' in text
+
+
 def test_plan_names_bad_input(capsys, tmp_path: Path) -> None:
     assert (
         main(
