@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +12,7 @@ import torch.nn.functional as F
 
 from ssmax.config import model_config, variant_config
 from ssmax.evals import scaled_rope_theta
-from ssmax.evals.common import SDPA_FIRST, sdpa_first
+from ssmax.evals.common import SDPA_FIRST, prefetch, sdpa_first
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.model import Transformer
 from ssmax.report.plotting import smooth
@@ -100,3 +103,23 @@ def test_any_sdpa_backend_first_gives_the_same_losses(first: str) -> None:
     bad = pytest.raises(ValueError, match="eval.sdpa_first='fast': expected one of torch, flash")
     with bad, sdpa_first("fast"):
         pass
+
+
+def test_prefetch_stops_its_thread_when_the_consumer_stops() -> None:
+    """A consumer that stops early (an error in an eval, a break) leaves no thread waiting on
+    a full queue: the source is closed, its finally-clauses run."""
+    closed = threading.Event()
+
+    def source() -> Iterator[int]:
+        try:
+            yield from range(1000)
+        finally:
+            closed.set()
+
+    items = prefetch(source(), depth=2)
+    assert next(items) == 0
+    items.close()  # what a for loop's break or an exception does to the generator
+    assert closed.wait(timeout=30)
+    assert list(prefetch(iter(range(5)), depth=2)) == [0, 1, 2, 3, 4]
+    with pytest.raises(ZeroDivisionError):
+        list(prefetch(1 // x for x in (1, 0)))

@@ -81,20 +81,41 @@ def sdpa_first(first: str) -> Iterator[None]:
 
 def prefetch(items: Iterable[T], depth: int = 64) -> Iterator[T]:
     """``items`` made by a background thread up to ``depth`` ahead: test sequences are tokenized
-    while the GPU runs the previous batch (the tokenizers release the GIL)."""
+    and NIAH prompts built while the GPU runs the previous batch (the tokenizers release the
+    GIL). When the consumer stops early (an error, a break), the thread stops too and closes
+    ``items``, rather than wait on a full queue for the rest of the process."""
     buffer: queue.Queue = queue.Queue(depth)
-    done = object()
+    done, stop = object(), threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                buffer.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     def fill() -> None:
+        source = iter(items)
         try:
-            for item in items:
-                buffer.put(item)
+            for item in source:
+                if not put(item):
+                    break
+            else:
+                put(done)
         except BaseException as err:  # raised again in the consumer
-            buffer.put(err)
-        buffer.put(done)
+            put(err)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:  # a generator's with-blocks and finally-clauses run now
+                close()
 
     threading.Thread(target=fill, daemon=True).start()
-    while (item := buffer.get()) is not done:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    try:
+        while (item := buffer.get()) is not done:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
