@@ -9,8 +9,8 @@ samples per cell, after SFT and with RoPE theta x50. Choices where the paper is 
   fixed ``answer_tokens`` (8: enough for " " + 7 digits under any byte-level BPE). The prompts
   of one (context, depth) cell have one length, so they are decoded together, ``batch_size`` at
   a time (on a GPU one prompt at a time is kernel launches, not compute): every row is decoded
-  exactly as it would be alone (tests/test_evals_niah.py). A background thread builds the next
-  prompts while the device decodes (building one takes ~10 ms at 8k tokens on one core).
+  exactly as it would be alone (tests/test_evals_niah.py). Background threads build the next
+  prompts while the device decodes (~8 ms a prompt of 8k tokens with GPT-2's BPE, 2 cores).
   ``compile``: the prefill and the decoding step under torch.compile with symbolic shapes, one
   graph each for every prompt and cache length.
 - Scoring on decoded characters: the first run of digits in the answer is the reply; "full" if
