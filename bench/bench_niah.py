@@ -48,6 +48,28 @@ def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
     return (time.perf_counter() - start) / reps
 
 
+@torch.no_grad()
+def part_times(
+    model: Transformer, ids: torch.Tensor, new: int, compiled: bool, reps: int
+) -> tuple[float, float]:
+    """Seconds of one prefill of ids [B, L] into a fresh cache, and of one decoding step at
+    cache length L: the two parts of greedy_decode_batch, as eval.niah.compile runs them."""
+    extend = torch.compile(_extend, dynamic=True) if compiled else _extend
+    length = ids.shape[1]
+    cache = model.new_cache(ids.shape[0], length + new, cache_dtype(model))
+
+    def prefill() -> None:
+        cache.length = 0
+        extend(model, ids, cache)
+
+    def step() -> None:
+        cache.length = length
+        extend(model, ids[:, :1], cache)
+
+    with device_autocast(model):
+        return timed(prefill, reps, ids.device), timed(step, 4 * reps, ids.device)
+
+
 def top_kernels(model: Transformer, ids: torch.Tensor, n: int = 8) -> list[str]:
     """The CUDA kernels of one eager decoding step after a prefill, longest first."""
     from torch.profiler import ProfilerActivity, profile
@@ -85,7 +107,9 @@ def main() -> None:
     ids = torch.randint(1, model.cfg.vocab_size, (batch, length), device=device)
     prompts = ids.tolist()
     mc = model.cfg
-    n_params = sum(p.numel() for p in model.parameters()) - model.tok_emb.weight.numel()
+    # a prefill returns the last hidden state: no embedding matmul, no LM head
+    body = [p for n, p in model.named_parameters() if not n.startswith(("tok_emb", "lm_head"))]
+    n_params = sum(p.numel() for p in body)
     flops = batch * (2 * n_params * length + 2 * mc.n_layers * mc.dim * length**2)
     name = torch.cuda.get_device_name() if cuda else "CPU"
     peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
@@ -99,21 +123,9 @@ def main() -> None:
         mode, order = way.split(":")
         compiled = mode == "compiled"
         torch._dynamo.reset()
-        extend = torch.compile(_extend, dynamic=True) if compiled else _extend
-        cache = model.new_cache(batch, length + new, cache_dtype(model))
-
-        def prefill(extend=extend, cache=cache) -> None:
-            cache.length = 0
-            extend(model, ids, cache)
-
-        def step(extend=extend, cache=cache) -> None:
-            cache.length = length
-            extend(model, ids[:, :1], cache)
-
-        with torch.no_grad(), device_autocast(model), sdpa_first(order):
-            t_prefill = timed(prefill, args.reps, device)
-            t_step = timed(step, 4 * args.reps, device)
         with sdpa_first(order):
+            t_prefill, t_step = part_times(model, ids, new, compiled, args.reps)
+            torch.cuda.empty_cache() if cuda else None  # the parts' cache, before the sample's
             t_sample = timed(
                 lambda c=compiled: greedy_decode_batch(model, prompts, new, 0, compile=c),
                 args.reps, device,
