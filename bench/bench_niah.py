@@ -9,7 +9,9 @@ backend order or with cuDNN first), on the preset's model with random prompts of
   reads per ms (the floor of a step is reading the cache once);
 - sample: ms per sample of greedy_decode_batch (prefill, then 7 steps), the rate the goal names
   (issue 19: <= 10 ms at 8k on an H100);
-- the CUDA kernels of one eager decoding step, longest first (which attention kernel runs).
+- the CUDA kernels of one eager decoding step, longest first (which attention kernel runs);
+- building the prompts on this machine's CPU (embedded test text, GPT-2's BPE), as run_niah
+  does it beside the device: ms per prompt, to hold against the sample's ms.
 
 A way is mode:first, e.g. compiled:cudnn: eager or compiled, and the SDPA backend tried first
 (torch: torch's own order; cudnn, flash, efficient, math: that one, then the others).
@@ -28,8 +30,9 @@ from collections.abc import Callable
 import torch
 
 from ssmax.config import compose, model_config, variant_config
+from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.common import cache_dtype, device_autocast, sdpa_first
-from ssmax.evals.niah import _extend, greedy_decode_batch
+from ssmax.evals.niah import _extend, greedy_decode_batch, prompt_batches
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
@@ -68,6 +71,18 @@ def part_times(
 
     with device_autocast(model):
         return timed(prefill, reps, ids.device), timed(step, 4 * reps, ids.device)
+
+
+def building_time(context: int, batch: int, batches: int = 3) -> float:
+    """Seconds per prompt of ``context`` tokens built by prompt_batches (after one batch)."""
+    data = compose("preset=paper", "data=embedded", "data.tokenizer=gpt2",
+                   "data.vocab_size=50257").data  # fmt: skip
+    built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
+                           batch * (batches + 1))  # fmt: skip
+    next(built)  # the tokenizer's tables, the thread pool
+    start = time.perf_counter()
+    count = sum(len(part) for _, _, part in built)
+    return (time.perf_counter() - start) / count
 
 
 def top_kernels(model: Transformer, ids: torch.Tensor, n: int = 8) -> list[str]:
@@ -138,6 +153,9 @@ def main() -> None:
     if cuda:
         print("\nkernels of one eager decoding step (torch's backend order):")
         print("\n".join(top_kernels(model, ids)))
+    built = building_time(context, batch)
+    print(f"\nprompts built on this CPU: {built * 1e3:.2f} ms per prompt of {context:,} tokens "
+          f"({built / first:.2f}x the first way's sample)")  # fmt: skip
 
 
 if __name__ == "__main__":

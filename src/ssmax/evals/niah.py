@@ -131,6 +131,32 @@ def score_answer(answer: str, number: str) -> str:
     return "first_digit" if match.group()[0] == number[0] else "wrong"
 
 
+def prompt_batches(
+    tokenizer: Tokenizer,
+    data_cfg: DictConfig,
+    cells: Sequence[tuple[int, int]],
+    depths: Sequence[float],
+    samples_per_cell: int,
+    seed: int = 0,
+    answer_tokens: int = ANSWER_TOKENS,
+) -> Iterator[tuple[int, float, list[NeedleSample]]]:
+    """(context, depth, prompts) for every (context, depth) cell, ``batch`` prompts at a time
+    for each (context, batch) of ``cells``. The needles and haystacks are drawn in order (the
+    same draws as one at a time); BUILDERS threads cut them into prompts."""
+    rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
+    with ThreadPoolExecutor(BUILDERS) as pool:
+        for (context, batch), depth in product(cells, depths):
+            for a in range(0, samples_per_cell, batch):
+                n = min(batch, samples_per_cell - a)
+                needles = [random_needle(rng) for _ in range(n)]
+                cities, numbers = zip(*needles, strict=True)
+                hays = [take_haystack(texts, tokenizer, context) for _ in range(n)]
+                part = pool.map(build_sample, repeat(tokenizer), hays, cities, numbers,
+                                repeat(context), repeat(depth), repeat(answer_tokens),
+                                repeat(data_cfg.sft_prompt))  # fmt: skip
+                yield context, depth, list(part)
+
+
 def run_niah(
     model: Transformer,
     tokenizer: Tokenizer,
@@ -144,27 +170,13 @@ def run_niah(
     compile: bool = False,
 ) -> list[NeedleRecord]:
     """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6.
-    A background thread draws the needles and haystacks in order (the same draws as one at a
-    time) and has BUILDERS threads cut them into prompts; the device decodes them
+    A background thread builds the prompts (prompt_batches) while the device decodes them
     ``batch_size`` at a time (niah_batch), never across cells."""
-    rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
-    steps = {c: niah_batch(model, batch_size, samples_per_cell, c) for c in context_sizes}
-
-    def batches() -> Iterator[tuple[int, float, list[NeedleSample]]]:
-        with ThreadPoolExecutor(BUILDERS) as pool:
-            for context, depth in product(context_sizes, depths):
-                for a in range(0, samples_per_cell, steps[context]):
-                    n = min(steps[context], samples_per_cell - a)
-                    needles = [random_needle(rng) for _ in range(n)]
-                    cities, numbers = zip(*needles, strict=True)
-                    hays = [take_haystack(texts, tokenizer, context) for _ in range(n)]
-                    part = pool.map(build_sample, repeat(tokenizer), hays, cities, numbers,
-                                    repeat(context), repeat(depth), repeat(answer_tokens),
-                                    repeat(data_cfg.sft_prompt))  # fmt: skip
-                    yield context, depth, list(part)
-
+    cells = [(c, niah_batch(model, batch_size, samples_per_cell, c)) for c in context_sizes]
+    batches = prompt_batches(tokenizer, data_cfg, cells, depths, samples_per_cell, seed,
+                             answer_tokens)  # fmt: skip
     records = []
-    for context, depth, part in prefetch(batches(), depth=2):
+    for context, depth, part in prefetch(batches, depth=2):
         ids = [s.ids for s in part]
         tokens = greedy_decode_batch(model, ids, answer_tokens, tokenizer.eos_id, compile)
         for s, answer_ids in zip(part, tokens, strict=True):
