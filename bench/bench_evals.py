@@ -160,12 +160,14 @@ def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
           f"compile={niah_compiled}; goal <= 10 ms; bench_niah.py: where it goes)")  # fmt: skip
     if not args.no_record:
         common = {"measured": today(), "commit": git_commit()}
-        how = (f"bench_evals.py: bf16, compile={compiled}, sdpa_first={cfg.eval.sdpa_first}, "
-               f"torch {torch.__version__}")  # fmt: skip
+
+        def how(compiled: bool) -> str:
+            return (f"bench_evals.py: bf16, compile={compiled}, sdpa_first="
+                    f"{cfg.eval.sdpa_first}, torch {torch.__version__}")  # fmt: skip
+
         measured.record(None, name, cfg.model.name, "eval_loss", value=loss_s, length=length,
-                        batch=batch, how=how, **common)  # fmt: skip
-        how_niah = (f"bench_evals.py: bf16, compile={niah_compiled}, sdpa_first="
-                    f"{cfg.eval.sdpa_first}, torch {torch.__version__}, 8 new tokens")  # fmt: skip
+                        batch=batch, how=how(compiled), **common)  # fmt: skip
+        how_niah = f"{how(niah_compiled)}, 8 new tokens"
         measured.record(None, name, cfg.model.name, "niah", value=niah_s, length=context,
                         batch=step, how=how_niah, **common)  # fmt: skip
         print(f"    recorded in {measured.DEFAULT_FILE}")

@@ -29,10 +29,11 @@ from collections.abc import Callable
 
 import torch
 
+from ssmax.compiling import maybe_compile
 from ssmax.config import compose, model_config, variant_config
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.common import cache_dtype, device_autocast, sdpa_first
-from ssmax.evals.niah import _extend, greedy_decode_batch, prompt_batches
+from ssmax.evals.niah import greedy_decode_batch, last_hidden, prompt_batches
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
@@ -57,7 +58,7 @@ def part_times(
 ) -> tuple[float, float]:
     """Seconds of one prefill of ids [B, L] into a fresh cache, and of one decoding step at
     cache length L: the two parts of greedy_decode_batch, as eval.niah.compile runs them."""
-    extend = torch.compile(_extend, dynamic=True) if compiled else _extend
+    extend = maybe_compile(last_hidden, compiled, dynamic=True)  # as greedy_decode_batch
     length = ids.shape[1]
     cache = model.new_cache(ids.shape[0], length + new, cache_dtype(model))
 
@@ -91,10 +92,10 @@ def top_kernels(model: Transformer, ids: torch.Tensor, n: int = 8) -> list[str]:
 
     cache = model.new_cache(ids.shape[0], ids.shape[1] + 1, cache_dtype(model))
     with torch.no_grad(), device_autocast(model):
-        _extend(model, ids, cache)
+        last_hidden(model, ids, cache)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            _extend(model, ids[:, :1], cache)
+            last_hidden(model, ids[:, :1], cache)
             torch.cuda.synchronize()
     events = sorted(prof.key_averages(), key=lambda e: e.device_time_total, reverse=True)
     return [f"{e.device_time_total / 1e3:8.2f} ms  x{e.count:<3} {e.key[:90]}" for e in events[:n]]

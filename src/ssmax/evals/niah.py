@@ -70,7 +70,7 @@ def greedy_decode(
     return greedy_decode_batch(model, [prompt], max_new_tokens, eos_id)[0]
 
 
-def _extend(model: Transformer, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+def last_hidden(model: Transformer, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """The last position's final hidden state once ids [B, t] continue the cache."""
     return model.hidden(ids, cache)[:, -1]
 
@@ -88,7 +88,7 @@ def greedy_decode_batch(
     compile: the prefill and the steps run compiled (one graph each for all lengths)."""
     if len({len(p) for p in prompts}) != 1:
         raise ValueError(f"prompts decoded together need one length, got {len(prompts[0])}...")
-    extend = maybe_compile(_extend, compile, dynamic=True)
+    extend = maybe_compile(last_hidden, compile, dynamic=True)
     cache = model.new_cache(len(prompts), len(prompts[0]) + max_new_tokens, cache_dtype(model))
     # through numpy: torch.tensor of 64 Python lists of 8k ints took 54 ms, this 8 ms (2 cores)
     ids = torch.from_numpy(np.array(prompts, dtype=np.int64)).to(model_device(model))
