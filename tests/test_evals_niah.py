@@ -29,6 +29,7 @@ from ssmax.evals.niah import (
     accuracy_grid,
     greedy_decode,
     greedy_decode_batch,
+    prompt_batches,
     run_niah,
     score_answer,
 )
@@ -99,19 +100,18 @@ def test_tail_sizes_equal_encoding_the_whole_text(
     head = "Some context ends here. The special magic Tokyo number is: 8106422. "
     post = "\n\nQuestion: What is the special magic Tokyo number?\nAnswer:"
 
-    def count(texts: list[str]) -> list[int]:
-        return [len(tokenizer.encode(t)) for t in texts]
-
-    sizes = TailSizes(count, head, tail, post, stride=1)  # every cut between words
+    sizes = TailSizes(tokenizer, head, tail, post, spacing=1)  # every cut between words
     assert sizes.cuts == [
         i
         for i in range(1, len(tail) - 1)
         if tail[i] == " " and tail[i - 1].isalpha() and tail[i + 1].isalpha()
     ]
     assert len(sizes.cuts) > 50
+    sparse = TailSizes(tokenizer, head, tail, post)  # build_sample's: cuts ~160 characters apart
+    assert set(sparse.cuts) < set(sizes.cuts) and len(sparse.cuts) > 5
     rng = random.Random(0)
     for c in [1, 2, 3, len(tail), *rng.sample(range(len(tail)), 300)]:
-        assert sizes(c) == len(tokenizer.encode(head + tail[:c] + post)), c
+        assert sizes(c) == sparse(c) == len(tokenizer.encode(head + tail[:c] + post)), c
 
 
 @pytest.mark.parametrize("kind", ["bpe", "gpt2"])
@@ -198,6 +198,24 @@ def test_run_niah_batched_equals_one_at_a_time(data_cfg: DictConfig, tokenizer: 
         one = run_niah(*args, seed=2, batch_size=1)
         batched = run_niah(*args, seed=2, batch_size=3)  # a batch of 3, then the cell's last 1
     assert batched == one and len(one) == 16
+
+
+def test_prompt_batches_are_the_prompts_drawn_one_at_a_time(
+    data_cfg: DictConfig, tokenizer: Tokenizer
+) -> None:
+    """Builder threads and token counts taken ahead change no prompt: each is the next needle
+    and haystack in order, as one loop drawing them one at a time gets them."""
+    cells, depths, n = [(128, 3), (192, 2)], (0.1, 0.7), 4
+    batches = prompt_batches(tokenizer, data_cfg, cells, depths, n, seed=3)
+    built = [s for _, _, part in batches for s in part]
+    rng, texts, alone = random.Random(3), test_texts(data_cfg, seed=3), []
+    for (context, _), depth in itertools.product(cells, depths):
+        for _ in range(n):
+            city, number = random_needle(rng)
+            hay = take_haystack(texts, tokenizer, context)
+            alone.append(build_sample(tokenizer, hay, city, number, context, depth,
+                                      template=data_cfg.sft_prompt))  # fmt: skip
+    assert built == alone and len({s.number for s in built}) > 1
 
 
 @pytest.mark.slow  # inductor compiles two graphs on the CPU: ~30 s

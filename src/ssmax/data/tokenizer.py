@@ -54,8 +54,7 @@ class Tokenizer:
         """Each token's bytes (byte-level BPE): joined, they are decode(ids) in UTF-8."""
         if self._bytes is None:
             self._bytes = self.vocab_bytes()
-        table = self._bytes
-        return [table[i] for i in ids]
+        return list(map(self._bytes.__getitem__, ids))
 
     def vocab_bytes(self) -> list[bytes]:
         """The bytes of every token id."""

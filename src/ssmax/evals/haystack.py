@@ -18,12 +18,14 @@ test), asked for in the SFT prompt format. Choices where the paper is silent:
 from __future__ import annotations
 
 import bisect
-import itertools
 import random
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
+import numpy as np
 import regex
 
 from ssmax.data.needle import CITIES, NEEDLE, QUESTION
@@ -54,11 +56,32 @@ def random_needle(rng: random.Random) -> tuple[str, str]:
 
 def take_haystack(texts: Iterator[str], tokenizer: Tokenizer, n_tokens: int) -> str:
     """The next documents of ``texts``, joined by blank lines, with at least n_tokens tokens."""
+    return take_counted(((t, len(tokenizer.encode(t))) for t in texts), n_tokens)
+
+
+def take_counted(docs: Iterator[tuple[str, int]], n_tokens: int) -> str:
+    """take_haystack from (document, its token count) pairs: takes no document it does not use."""
     parts, count = [], 0
     while count < n_tokens:
-        parts.append(next(texts))
-        count += len(tokenizer.encode(parts[-1])) + 1
+        text, tokens = next(docs)
+        parts.append(text)
+        count += tokens + 1
     return "\n\n".join(parts)
+
+
+def counted_ahead(
+    texts: Iterator[str], tokenizer: Tokenizer, pool: Executor, ahead: int = 64
+) -> Iterator[tuple[str, int]]:
+    """(document, its token count) in the order of ``texts``, the counts taken ``ahead``
+    documents in advance by ``pool`` (the encoders release the GIL): take_counted's input."""
+    pending: deque[tuple[str, Future[list[int]]]] = deque()
+    for text in texts:
+        pending.append((text, pool.submit(tokenizer.encode, text)))
+        if len(pending) > ahead:
+            done, ids = pending.popleft()
+            yield done, len(ids.result())
+    for done, ids in pending:
+        yield done, len(ids.result())
 
 
 def _insertion_point(haystack: str, target: int, tolerance: int, limit: int) -> int:
@@ -81,40 +104,43 @@ def _word_end(text: str) -> int:
     return match.end() if match else len(text)
 
 
-def word_cuts(text: str) -> list[int]:
+def word_cuts(text: str, spacing: int = 1) -> list[int]:
     """Indices of the single spaces between two letters: there the GPT-2 pre-tokenizer (tiktoken's
     gpt2 and the embedded BPE's ByteLevel regex alike) ends one piece and starts the next
     (" ?\\p{L}+" keeps the space with the next word), and BPE never merges across pieces, so
-    the token count of a text is the sum of its parts' counts cut there."""
-    return [m.start() for m in BETWEEN_LETTERS.finditer(text)]
+    the token count of a text is the sum of its parts' counts cut there. spacing > 1: only
+    the first cut at least ``spacing`` characters after the one before (a search per cut)."""
+    cuts, pos = [], 0
+    while match := BETWEEN_LETTERS.search(text, pos):
+        cuts.append(match.start())
+        pos = match.start() + spacing
+    return cuts
 
 
 class TailSizes:
     """size(c): the token count of head + tail[:c] + post, with one short encode per call.
 
-    The tail is encoded once in pieces (cut at every ``stride``-th of word_cuts, counts summed),
-    so a count is head + tail up to the last cut before c (known) + the rest of tail[:c] and post
-    (a few dozen words, encoded); c at or before the first cut encodes the whole text. Equal to
-    encoding the whole text, by the additivity in word_cuts (tests/test_evals_niah.py checks
-    it against full encodes)."""
+    head + tail is encoded once; at each of word_cuts(tail, spacing) a token ends (their
+    additivity), so the tokens before it are known. A count is then the tokens
+    before the last cut inside tail[:c] + the rest of tail[:c] and post (a few dozen words,
+    encoded); c at or before the first cut encodes the whole text. Equal to encoding the whole
+    text (tests/test_evals_niah.py checks it against full encodes). Few encode calls: each
+    releases and retakes the GIL, and many short ones stall the prompt builders' threads."""
 
     def __init__(
-        self, count: Callable[[list[str]], list[int]], head: str, tail: str, post: str,
-        stride: int = 32,
-    ) -> None:  # fmt: skip
-        self.count, self.head, self.tail, self.post = count, head, tail, post
-        self.cuts = word_cuts(tail)[::stride]
-        if self.cuts:
-            bounds = [*self.cuts, len(tail)]
-            pieces = [head + tail[: bounds[0]]]
-            pieces += [tail[a:b] for a, b in itertools.pairwise(bounds)]
-            self.before = list(itertools.accumulate(count(pieces)))  # tokens up to cut k
+        self, tokenizer: Tokenizer, head: str, tail: str, post: str, spacing: int = 160
+    ) -> None:
+        self.encode, self.head, self.tail, self.post = tokenizer.encode, head, tail, post
+        self.cuts = word_cuts(tail, spacing)
+        if self.cuts:  # the token that starts at a cut: its index is the tokens before it
+            at = token_finder(tokenizer, tokenizer.encode(head + tail))
+            self.before = at(np.array(self.cuts) + len(head)).tolist()
 
     def __call__(self, c: int) -> int:
         k = bisect.bisect_left(self.cuts, c - 1) - 1  # the last cut with a letter after it
         if k < 0:  # no cut inside tail[:c]
-            return self.count([self.head + self.tail[:c] + self.post])[0]
-        return self.before[k] + self.count([self.tail[self.cuts[k] : c] + self.post])[0]
+            return len(self.encode(self.head + self.tail[:c] + self.post))
+        return self.before[k] + len(self.encode(self.tail[self.cuts[k] : c] + self.post))
 
 
 def _fit_tail(
@@ -124,21 +150,17 @@ def _fit_tail(
     """Tail length c (characters of ``after``) whose prompt text(context) is exactly n_prompt
     tokens, context = before + needle (+ " " + after[:c] when c > 0); else None."""
 
-    def count(texts: list[str]) -> list[int]:
-        if len(texts) == 1:
-            return [len(tokenizer.encode(texts[0]))]
-        return [len(ids) for ids in tokenizer.encode_batch(texts)]
-
-    if count([text(before + needle)])[0] > n_prompt:
+    short = len(tokenizer.encode(text(before + needle)))  # the prompt without a tail
+    if short > n_prompt:
         return None
     head, post = text(before + needle + " " + SPLIT).split(SPLIT)
-    size = TailSizes(count, head, after, post)
+    size = TailSizes(tokenizer, head, after, post)
     lo, hi = 0, len(after)  # largest c with size(c) <= n_prompt
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if size(mid) <= n_prompt else (lo, mid - 1)
     # token counts are not strictly monotone in c: look just past lo for an exact fit
-    if lo == 0 and count([text(before + needle)])[0] == n_prompt:
+    if lo == 0 and short == n_prompt:
         return 0
     return next((c for c in range(max(lo, 1), min(lo + 64, len(after) + 1))
                  if size(c) == n_prompt), None)  # fmt: skip
