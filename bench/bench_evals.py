@@ -143,7 +143,9 @@ def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
     per_position_loss(model, seqs[batch:], batch_size=batch, compile=compiled)
     torch.cuda.synchronize()
     loss_s = (time.perf_counter() - start) / (2 * batch)
-    context, samples = 8 * n, 64
+    del seqs  # a NIAH node runs in a process of its own: not beside the loss eval's blocks
+    torch.cuda.empty_cache()
+    context, samples = 8 * n, 192  # 3 batches of 64 timed, as a node decodes batch after batch
     prompts = torch.randint(1, model.cfg.vocab_size, (2 * samples, context - 8)).tolist()
     step, niah_compiled = niah_batch(model, "auto", samples, context), bool(cfg.eval.niah.compile)
     greedy_decode_batch(model, prompts[:step], 8, eos_id=0, compile=niah_compiled)  # warm

@@ -32,6 +32,7 @@ import torch
 from ssmax.compiling import maybe_compile
 from ssmax.config import compose, model_config, variant_config
 from ssmax.data.tokenizer import load_tokenizer
+from ssmax.evals import niah
 from ssmax.evals.common import cache_dtype, device_autocast, sdpa_first
 from ssmax.evals.niah import greedy_decode_batch, last_hidden, prompt_batches
 from ssmax.model import Transformer
@@ -74,15 +75,20 @@ def part_times(
         return timed(prefill, reps, ids.device), timed(step, 4 * reps, ids.device)
 
 
-def building_time(context: int, batch: int, batches: int = 3) -> float:
-    """Seconds per prompt of ``context`` tokens built by prompt_batches (after one batch)."""
+def building_time(context: int, batch: int, builders: int, batches: int = 3) -> float:
+    """Seconds per prompt of ``context`` tokens built by prompt_batches with ``builders``
+    threads (after one batch)."""
     data = compose("preset=paper", "data=embedded", "data.tokenizer=gpt2",
                    "data.vocab_size=50257").data  # fmt: skip
-    built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
-                           batch * (batches + 1))  # fmt: skip
-    next(built)  # the tokenizer's tables, the thread pool
-    start = time.perf_counter()
-    count = sum(len(part) for _, _, part in built)
+    default, niah.BUILDERS = niah.BUILDERS, builders
+    try:
+        built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
+                               batch * (batches + 1))  # fmt: skip
+        next(built)  # the tokenizer's tables, the thread pool
+        start = time.perf_counter()
+        count = sum(len(part) for _, _, part in built)
+    finally:
+        niah.BUILDERS = default
     return (time.perf_counter() - start) / count
 
 
@@ -154,9 +160,11 @@ def main() -> None:
     if cuda:
         print("\nkernels of one eager decoding step (torch's backend order):")
         print("\n".join(top_kernels(model, ids)))
-    built = building_time(context, batch)
-    print(f"\nprompts built on this CPU: {built * 1e3:.2f} ms per prompt of {context:,} tokens "
-          f"({built / first:.2f}x the first way's sample)")  # fmt: skip
+    print(f"\nprompts of {context:,} tokens built on this CPU ({niah.BUILDERS} threads in the "
+          f"eval), ms per prompt and as a multiple of the first way's sample:")  # fmt: skip
+    for builders in sorted({1, 2, 4, 8, niah.BUILDERS}):
+        built = building_time(context, batch, builders)
+        print(f"  {builders} threads: {built * 1e3:6.2f} ms  {built / first:5.2f}x")
 
 
 if __name__ == "__main__":
