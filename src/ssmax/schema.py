@@ -231,8 +231,9 @@ class NiahEvalConfig:
     # auto: a cell at once on a GPU (up to 64, within its free memory), one at a time on the CPU
     batch_size: int | str = rule("auto", gt=0, auto=True)  # prompts decoded together
     base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
-    # symbolic shapes: one graph each for every length; on in the paper preset (1,000 samples
-    # a cell: 10.9 vs 16.7 ms a sample at 8k on an H100), off where samples are few (README)
+    # symbolic shapes: one graph each for every length; on in the paper preset and so gpu1
+    # (10.9 vs 16.7 ms a sample at 8k on an H100), off by default: inductor on the CPU took
+    # ~30 s a pair of graphs for a handful of short prompts (README, performance)
     compile: bool = False  # torch.compile of the prefill and the decoding step
 
 
