@@ -80,15 +80,11 @@ def building_time(context: int, batch: int, builders: int, batches: int = 3) -> 
     threads (after one batch)."""
     data = compose("preset=paper", "data=embedded", "data.tokenizer=gpt2",
                    "data.vocab_size=50257").data  # fmt: skip
-    default, niah.BUILDERS = niah.BUILDERS, builders
-    try:
-        built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
-                               batch * (batches + 1))  # fmt: skip
-        next(built)  # the tokenizer's tables, the thread pool
-        start = time.perf_counter()
-        count = sum(len(part) for _, _, part in built)
-    finally:
-        niah.BUILDERS = default
+    built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
+                           batch * (batches + 1), builders=builders)  # fmt: skip
+    next(built)  # the tokenizer's tables, the thread pool
+    start = time.perf_counter()
+    count = sum(len(part) for _, _, part in built)
     return (time.perf_counter() - start) / count
 
 

@@ -144,12 +144,13 @@ def prompt_batches(
     samples_per_cell: int,
     seed: int = 0,
     answer_tokens: int = ANSWER_TOKENS,
+    builders: int | None = None,
 ) -> Iterator[tuple[int, float, list[NeedleSample]]]:
     """(context, depth, prompts) for every (context, depth) cell, ``batch`` prompts at a time
     for each (context, batch) of ``cells``. The needles and haystacks are drawn in order (the
-    same draws as one at a time); BUILDERS threads cut them into prompts."""
+    same draws as one at a time); ``builders`` threads (default BUILDERS) cut them into prompts."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
-    with ThreadPoolExecutor(BUILDERS) as pool:
+    with ThreadPoolExecutor(builders or BUILDERS) as pool:
         docs = counted_ahead(texts, tokenizer, pool)
         for (context, batch), depth in product(cells, depths):
             for a in range(0, samples_per_cell, batch):
