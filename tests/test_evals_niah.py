@@ -19,7 +19,7 @@ from ssmax.evals.haystack import (
     CITIES,
     NEEDLE,
     QUESTION,
-    TailSizes,
+    CutPrompts,
     build_sample,
     random_needle,
     take_haystack,
@@ -85,11 +85,12 @@ def test_prompt_length_and_needle_depth(
 
 
 @pytest.mark.parametrize("kind", ["bpe", "gpt2"])
-def test_tail_sizes_equal_encoding_the_whole_text(
+def test_cut_prompts_equal_encoding_the_whole_text(
     data_cfg: DictConfig, tokenizer: Tokenizer, shared_cache: Path, kind: str
 ) -> None:
-    """The prompt fit's token counts (summed over pieces cut between words) equal encoding the
-    whole prompt, at every tail length tried: prose, odd spacing, digits, non-ASCII letters."""
+    """The prompt fit's token counts and ids (pieces cut between words) equal encoding the
+    whole prompt, at every cut tried, in the head or the tail: prose, odd spacing, digits,
+    non-ASCII letters."""
     if kind == "gpt2":
         cfg = make_cfg("data.tokenizer=gpt2", "data.vocab_size=50257",
                        f"paths.cache_dir={shared_cache}")  # fmt: skip
@@ -98,20 +99,23 @@ def test_tail_sizes_equal_encoding_the_whole_text(
     odd = " Ünïcödé wörds  and   spaces,\tdigits 1234 it's don't  Zürich café naïve 東京 x y"
     tail = take_haystack(texts, tokenizer, 600) + odd * 3 + take_haystack(texts, tokenizer, 200)
     head = "Some context ends here. The special magic Tokyo number is: 8106422. "
-    post = "\n\nQuestion: What is the special magic Tokyo number?\nAnswer:"
+    text, post = head + tail, "\n\nQuestion: What is the special magic Tokyo number?\nAnswer:"
 
-    sizes = TailSizes(tokenizer, head, tail, post, spacing=1)  # every cut between words
-    assert sizes.cuts == [
+    every = CutPrompts(tokenizer, text, post, spacing=1)  # every cut between words
+    assert every.cuts == [
         i
-        for i in range(1, len(tail) - 1)
-        if tail[i] == " " and tail[i - 1].isalpha() and tail[i + 1].isalpha()
+        for i in range(1, len(text) - 1)
+        if text[i] == " " and text[i - 1].isalpha() and text[i + 1].isalpha()
     ]
-    assert len(sizes.cuts) > 50
-    sparse = TailSizes(tokenizer, head, tail, post)  # build_sample's: cuts ~160 characters apart
-    assert set(sparse.cuts) < set(sizes.cuts) and len(sparse.cuts) > 5
+    assert len(every.cuts) > 50 and every.cuts[0] < len(head)
+    sparse = CutPrompts(tokenizer, text, post)  # build_sample's: cuts ~160 characters apart
+    assert set(sparse.cuts) < set(every.cuts) and len(sparse.cuts) > 5
     rng = random.Random(0)
-    for c in [1, 2, 3, len(tail), *rng.sample(range(len(tail)), 300)]:
-        assert sizes(c) == sparse(c) == len(tokenizer.encode(head + tail[:c] + post)), c
+    ends = [0, 1, 2, 3, len(head) - 1, len(head), len(text), *rng.sample(range(len(text)), 300)]
+    for end in ends:
+        ids = tokenizer.encode(text[:end] + post)
+        assert every.count(end) == sparse.count(end) == len(ids), end
+        assert every.ids(end) == sparse.ids(end) == ids, end
 
 
 @pytest.mark.parametrize("kind", ["bpe", "gpt2"])

@@ -117,53 +117,61 @@ def word_cuts(text: str, spacing: int = 1) -> list[int]:
     return cuts
 
 
-class TailSizes:
-    """size(c): the token count of head + tail[:c] + post, with one short encode per call.
+class CutPrompts:
+    """text[:end] + post for any ``end``: its token count and ids, each from one short encode.
 
-    head + tail is encoded once; at each of word_cuts(tail, spacing) a token ends (their
-    additivity), so the tokens before it are known. A count is then the tokens
-    before the last cut inside tail[:c] + the rest of tail[:c] and post (a few dozen words,
-    encoded); c at or before the first cut encodes the whole text. Equal to encoding the whole
-    text (tests/test_evals_niah.py checks it against full encodes). Few encode calls: each
-    releases and retakes the GIL, and many short ones stall the prompt builders' threads."""
+    ``text`` is encoded once; at each of word_cuts(text, spacing) a token starts (their
+    additivity), so the tokens before it are those of that encoding. text[:end] + post is then
+    the tokens before the last cut inside text[:end] (a letter after it) and an encode of the
+    rest and post (a few dozen words); no cut inside: the whole, encoded. Equal to encoding the
+    whole text (tests/test_evals_niah.py checks it against full encodes). Few encode calls:
+    each releases and retakes the GIL, and many short ones stall the prompt builders' threads."""
 
-    def __init__(
-        self, tokenizer: Tokenizer, head: str, tail: str, post: str, spacing: int = 160
-    ) -> None:
-        self.encode, self.head, self.tail, self.post = tokenizer.encode, head, tail, post
-        self.cuts = word_cuts(tail, spacing)
+    def __init__(self, tokenizer: Tokenizer, text: str, post: str, spacing: int = 160) -> None:
+        self.encode, self.text, self.post = tokenizer.encode, text, post
+        self.cuts = word_cuts(text, spacing)
+        self.whole, self.before = [], []
         if self.cuts:  # the token that starts at a cut: its index is the tokens before it
-            at = token_finder(tokenizer, tokenizer.encode(head + tail))
-            self.before = at(np.array(self.cuts) + len(head)).tolist()
+            self.whole = tokenizer.encode(text)
+            self.before = token_finder(tokenizer, self.whole)(np.array(self.cuts)).tolist()
 
-    def __call__(self, c: int) -> int:
-        k = bisect.bisect_left(self.cuts, c - 1) - 1  # the last cut with a letter after it
-        if k < 0:  # no cut inside tail[:c]
-            return len(self.encode(self.head + self.tail[:c] + self.post))
-        return self.before[k] + len(self.encode(self.tail[self.cuts[k] : c] + self.post))
+    def _rest(self, end: int) -> tuple[int, list[int]]:
+        """(tokens of text's encoding kept, the ids of the rest and post)."""
+        k = bisect.bisect_left(self.cuts, end - 1) - 1  # the last cut with a letter after it
+        kept, start = (self.before[k], self.cuts[k]) if k >= 0 else (0, 0)
+        return kept, self.encode(self.text[start:end] + self.post)
+
+    def count(self, end: int) -> int:
+        kept, rest = self._rest(end)
+        return kept + len(rest)
+
+    def ids(self, end: int) -> list[int]:
+        kept, rest = self._rest(end)
+        return self.whole[:kept] + rest
 
 
 def _fit_tail(
     tokenizer: Tokenizer, text: Callable[[str], str], before: str, needle: str, after: str,
     n_prompt: int,
-) -> int | None:  # fmt: skip
-    """Tail length c (characters of ``after``) whose prompt text(context) is exactly n_prompt
-    tokens, context = before + needle (+ " " + after[:c] when c > 0); else None."""
-
-    short = len(tokenizer.encode(text(before + needle)))  # the prompt without a tail
-    if short > n_prompt:
-        return None
+) -> tuple[int, list[int]] | None:  # fmt: skip
+    """(c, ids): the tail length c (characters of ``after``) whose prompt text(context) is
+    exactly n_prompt tokens, context = before + needle (+ " " + after[:c] when c > 0), and the
+    prompt's ids; else None."""
     head, post = text(before + needle + " " + SPLIT).split(SPLIT)
-    size = TailSizes(tokenizer, head, after, post)
-    lo, hi = 0, len(after)  # largest c with size(c) <= n_prompt
+    prompts = CutPrompts(tokenizer, head + after, post)
+    short = len(head) - 1  # the prompt without a tail (nor the space before it)
+    if prompts.count(short) > n_prompt:
+        return None
+    lo, hi = 0, len(after)  # largest c with a prompt of <= n_prompt tokens
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if size(mid) <= n_prompt else (lo, mid - 1)
+        lo, hi = (mid, hi) if prompts.count(len(head) + mid) <= n_prompt else (lo, mid - 1)
     # token counts are not strictly monotone in c: look just past lo for an exact fit
-    if lo == 0 and short == n_prompt:
-        return 0
-    return next((c for c in range(max(lo, 1), min(lo + 64, len(after) + 1))
-                 if size(c) == n_prompt), None)  # fmt: skip
+    if lo == 0 and prompts.count(short) == n_prompt:
+        return 0, prompts.ids(short)
+    ends = range(len(head) + max(lo, 1), len(head) + min(lo + 64, len(after) + 1))
+    end = next((e for e in ends if prompts.count(e) == n_prompt), None)
+    return None if end is None else (end - len(head), prompts.ids(end))
 
 
 def build_sample(
@@ -196,8 +204,8 @@ def build_sample(
     point = _insertion_point(haystack, head, round(snap * fits), fits)
     before, after = haystack[:point], haystack[point:]
     for _ in range(16):
-        c = _fit_tail(tokenizer, text, before, needle, after, n_prompt)
-        if c is not None:
+        fit = _fit_tail(tokenizer, text, before, needle, after, n_prompt)
+        if fit is not None:
             break
         # No tail length hits n_prompt exactly (BPE counts can jump by 2): drop a leading word
         if before:
@@ -206,8 +214,8 @@ def build_sample(
             after = after[_word_end(after) :]
     else:
         raise ValueError(f"no haystack cut gives exactly {n_prompt} prompt tokens")
+    c, ids = fit
     ctx = _context(before, needle, after, c)
-    ids = encode(ctx)
     text = template.format(context=ctx, question=question)
     c0 = text.find(ctx)
     n0 = c0 + len(before)  # needle's first character

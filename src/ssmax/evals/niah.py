@@ -51,7 +51,7 @@ SCORES = ("full", "first_digit", "wrong")
 AUTO_MAX_BATCH = 64  # prompts decoded together under batch_size=auto on a GPU
 # Threads cutting prompts: the encoders release the GIL, the rest holds it. At most one a
 # core (2 cores: 2 threads 5.6 ms per 8k prompt, 4 threads 6.1, medians of 5) and at most 4
-# (an H100 host's 16 cores, before TailSizes' single encode: 4 threads 20 ms, 8 threads 52).
+# (an H100 host's 16 cores, before one encode of the whole tail: 4 threads 20 ms, 8 threads 52).
 BUILDERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
 
 
