@@ -62,6 +62,34 @@ def test_store_is_created_once_by_concurrent_processes(tmp_path: Path) -> None:
     assert [e.name for e in client.search_experiments()].count("ssmax-repro") == 1
 
 
+def _die_while_migrating(out: str) -> None:
+    """ensure_experiment in a process that dies (os._exit) once MLflow has made the first
+    tables of a new store and before its migrations: as a job killed in those seconds."""
+    import os
+
+    import mlflow.store.db.utils as db_utils
+
+    from ssmax.tracking import ensure_experiment
+
+    db_utils._upgrade_db = lambda engine: os._exit(9)  # the fault: death mid-creation
+    ensure_experiment(make_cfg("preset=smoke", f"paths.output_dir={out}"))
+
+
+def test_store_made_by_a_process_that_dies_midway_is_not_left_half_made(tmp_path: Path) -> None:
+    """Made in place, a store whose creator died between its tables and its migrations (a SLURM
+    time-out signal during a job's start-up) was refused by every later run: "Detected
+    out-of-date database schema"."""
+    dead = multiprocessing.get_context("fork").Process(target=_die_while_migrating,
+                                                       args=(str(tmp_path),))  # fmt: skip
+    dead.start()
+    dead.join(120)
+    assert dead.exitcode == 9
+    assert not (tmp_path / "mlflow.db").exists()  # whole or not at all
+    _open_store(str(tmp_path), threading.Barrier(1))  # the next run: a store as if none had been
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    assert [e.name for e in client.search_experiments()].count("ssmax-repro") == 1
+
+
 def _wait_for(what: str, check, deadline_s: float = 300) -> None:  # noqa: ANN001
     end = time.monotonic() + deadline_s
     while not check():

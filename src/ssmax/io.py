@@ -70,19 +70,28 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
 
 
 @contextmanager
-def atomic_dir(dest: str | Path) -> Iterator[Path]:
-    """A fresh temporary folder beside `dest` to fill; renamed to `dest` when the body ends
-    without an exception (dest must not exist then), removed otherwise."""
+def atomic_path(dest: str | Path) -> Iterator[Path]:
+    """A fresh temporary name beside `dest`, for a program that writes the file or folder
+    itself (a database); renamed to `dest` when the body ends without an exception, removed
+    otherwise."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temporary(dest)
-    tmp.mkdir()
     try:
         yield tmp
         os.replace(tmp, dest)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_dir(dest: str | Path) -> Iterator[Path]:
+    """A fresh temporary folder beside `dest` to fill; renamed to `dest` when the body ends
+    without an exception (dest must not exist then), removed otherwise."""
+    with atomic_path(dest) as tmp:
+        tmp.mkdir()
+        yield tmp
 
 
 def set_aside(path: str | Path, tag: str) -> Path:

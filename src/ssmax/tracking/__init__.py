@@ -13,6 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.io import atomic_path
 from ssmax.locks import exclusive
 
 # Volatile values: they change between a run and its resume, and MLflow refuses a changed
@@ -56,6 +57,20 @@ def store_lock(uri: str) -> Iterator[None]:
         yield
 
 
+def create_sqlite_store(uri: str, artifact_root: str | None) -> None:
+    """A new sqlite store appears whole: MLflow makes its tables and runs its migrations in a
+    file beside it, renamed into place after. Made in place, a run killed in those seconds (a
+    SLURM time-out signal during start-up) left a store at an old schema that every later run
+    refused ("out-of-date database schema"). Other stores, or one that exists: nothing."""
+    db = Path(uri.removeprefix("sqlite:///"))
+    if not uri.startswith("sqlite:///") or db.exists():
+        return
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    with atomic_path(db) as tmp:  # the Default experiment (id 0) keeps its artifacts there
+        SqlAlchemyStore(f"sqlite:///{tmp}", artifact_root or db.parent.as_uri()).engine.dispose()
+
+
 def ensure_experiment(cfg: DictConfig) -> str:
     """Id of the configured experiment, created with artifact_location(cfg); the store and the
     experiment are created under store_lock (every path to a new store comes here). On a
@@ -66,6 +81,7 @@ def ensure_experiment(cfg: DictConfig) -> str:
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
     uri = tracking_uri(cfg)
     with store_lock(uri):
+        create_sqlite_store(uri, artifact_location(cfg))
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name(cfg.tracking.experiment)
         if experiment is not None:
