@@ -21,6 +21,7 @@ from ssmax.evals.haystack import (
     QUESTION,
     CutPrompts,
     build_sample,
+    encoded_prefix,
     random_needle,
     take_haystack,
 )
@@ -112,10 +113,34 @@ def test_cut_prompts_equal_encoding_the_whole_text(
     assert set(sparse.cuts) < set(every.cuts) and len(sparse.cuts) > 5
     rng = random.Random(0)
     ends = [0, 1, 2, 3, len(head) - 1, len(head), len(text), *rng.sample(range(len(text)), 300)]
+    cap = len(tokenizer.encode(text[: len(text) // 2] + post))  # encoded as far as past half
+    capped = CutPrompts(tokenizer, text, post, cap=cap, chars=len(text) // 4)
+    assert capped.horizon < len(text) and len(capped.whole) > cap
     for end in ends:
         ids = tokenizer.encode(text[:end] + post)
         assert every.count(end) == sparse.count(end) == len(ids), end
         assert every.ids(end) == sparse.ids(end) == ids, end
+        # capped: exact up to cap, "more than cap" past it, as a fit compares them
+        counted = capped.count(end, cap)
+        assert counted == len(ids) if len(ids) <= cap else counted > cap, end
+        if end <= capped.horizon + 1:
+            assert capped.ids(end) == ids, end
+
+
+@pytest.mark.parametrize("kind", ["bpe", "gpt2"])
+def test_encoded_prefix_is_the_start_of_the_whole_encoding(
+    data_cfg: DictConfig, tokenizer: Tokenizer, shared_cache: Path, kind: str
+) -> None:
+    if kind == "gpt2":
+        cfg = make_cfg("data.tokenizer=gpt2", "data.vocab_size=50257",
+                       f"paths.cache_dir={shared_cache}")  # fmt: skip
+        tokenizer = load_tokenizer(cfg.data)
+    text = take_haystack(test_texts(data_cfg, seed=5), tokenizer, 3000)
+    whole = tokenizer.encode(text)
+    for tokens, chars in [(1, 0), (100, 10), (1000, 6000), (2000, 100), (len(whole), 0)]:
+        h, ids = encoded_prefix(tokenizer, text, tokens, chars)
+        assert len(ids) >= tokens and ids == whole[: len(ids)] == tokenizer.encode(text[:h])
+    assert encoded_prefix(tokenizer, text, len(whole) + 1, 0) == (len(text), whole)  # too few
 
 
 @pytest.mark.parametrize("kind", ["bpe", "gpt2"])

@@ -117,6 +117,20 @@ def word_cuts(text: str, spacing: int = 1) -> list[int]:
     return cuts
 
 
+def encoded_prefix(
+    tokenizer: Tokenizer, text: str, tokens: int, chars: int
+) -> tuple[int, list[int]]:
+    """(h, ids of text[:h]) with at least ``tokens`` ids, or (len(text), all of them) when the
+    text has fewer. h is a cut between words (word_cuts), where text[:h] encodes as the start of
+    the whole text does: the first cut after ``chars``, then half as far again each time."""
+    while chars < len(text) and (cut := BETWEEN_LETTERS.search(text, chars)):
+        ids = tokenizer.encode(text[: cut.start()])
+        if len(ids) >= tokens:
+            return cut.start(), ids
+        chars = cut.start() + max(cut.start() // 2, 64)
+    return len(text), tokenizer.encode(text)
+
+
 class CutPrompts:
     """text[:end] + post for any ``end``: its token count and ids, each from one short encode.
 
@@ -125,14 +139,25 @@ class CutPrompts:
     the tokens before the last cut inside text[:end] (a letter after it) and an encode of the
     rest and post (a few dozen words); no cut inside: the whole, encoded. Equal to encoding the
     whole text (tests/test_evals_niah.py checks it against full encodes). Few encode calls:
-    each releases and retakes the GIL, and many short ones stall the prompt builders' threads."""
+    each releases and retakes the GIL, and many short ones stall the prompt builders' threads.
 
-    def __init__(self, tokenizer: Tokenizer, text: str, post: str, spacing: int = 160) -> None:
+    ``cap``: only text[:horizon] is encoded, up to a cut with more than cap tokens before it
+    (encoded_prefix from ``chars`` on), so a prompt that reaches past it has more than cap
+    tokens, and count(end, cap) says so without encoding it. A haystack is cut at a few
+    thousand tokens of a document that may hold far more."""
+
+    def __init__(
+        self, tokenizer: Tokenizer, text: str, post: str, spacing: int = 160,
+        cap: int | None = None, chars: int = 0,
+    ) -> None:  # fmt: skip
         self.encode, self.text, self.post = tokenizer.encode, text, post
-        self.cuts = word_cuts(text, spacing)
-        self.whole, self.before = [], []
+        self.horizon, self.whole = len(text), []
+        if cap is not None:
+            self.horizon, self.whole = encoded_prefix(tokenizer, text, cap + 1, chars)
+        self.cuts = word_cuts(text[: self.horizon], spacing)  # those of text before the horizon
+        self.before = []
         if self.cuts:  # the token that starts at a cut: its index is the tokens before it
-            self.whole = tokenizer.encode(text)
+            self.whole = self.whole or tokenizer.encode(text)
             self.before = token_finder(tokenizer, self.whole)(np.array(self.cuts)).tolist()
 
     def _rest(self, end: int) -> tuple[int, list[int]]:
@@ -141,7 +166,10 @@ class CutPrompts:
         kept, start = (self.before[k], self.cuts[k]) if k >= 0 else (0, 0)
         return kept, self.encode(self.text[start:end] + self.post)
 
-    def count(self, end: int) -> int:
+    def count(self, end: int, cap: int | None = None) -> int:
+        """The token count, or cap + 1 where it is known to be more than ``cap``."""
+        if cap is not None and end > self.horizon + 1 and len(self.whole) > cap:
+            return cap + 1  # the tokens before the horizon's cut, and at least one after it
         kept, rest = self._rest(end)
         return kept + len(rest)
 
@@ -152,25 +180,26 @@ class CutPrompts:
 
 def _fit_tail(
     tokenizer: Tokenizer, text: Callable[[str], str], before: str, needle: str, after: str,
-    n_prompt: int,
+    n_prompt: int, tail_chars: int,
 ) -> tuple[int, list[int]] | None:  # fmt: skip
     """(c, ids): the tail length c (characters of ``after``) whose prompt text(context) is
     exactly n_prompt tokens, context = before + needle (+ " " + after[:c] when c > 0), and the
-    prompt's ids; else None."""
+    prompt's ids; else None. tail_chars: about the characters of ``after`` that fit."""
     head, post = text(before + needle + " " + SPLIT).split(SPLIT)
-    prompts = CutPrompts(tokenizer, head + after, post)
+    n = n_prompt
+    prompts = CutPrompts(tokenizer, head + after, post, cap=n, chars=len(head) + tail_chars)
     short = len(head) - 1  # the prompt without a tail (nor the space before it)
-    if prompts.count(short) > n_prompt:
+    if prompts.count(short, n) > n:
         return None
-    lo, hi = 0, len(after)  # largest c with a prompt of <= n_prompt tokens
+    lo, hi = 0, len(after)  # largest c with a prompt of <= n tokens
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if prompts.count(len(head) + mid) <= n_prompt else (lo, mid - 1)
+        lo, hi = (mid, hi) if prompts.count(len(head) + mid, n) <= n else (lo, mid - 1)
     # token counts are not strictly monotone in c: look just past lo for an exact fit
-    if lo == 0 and prompts.count(short) == n_prompt:
+    if lo == 0 and prompts.count(short, n) == n:
         return 0, prompts.ids(short)
     ends = range(len(head) + max(lo, 1), len(head) + min(lo + 64, len(after) + 1))
-    end = next((e for e in ends if prompts.count(e) == n_prompt), None)
+    end = next((e for e in ends if prompts.count(e, n) == n), None)
     return None if end is None else (end - len(head), prompts.ids(end))
 
 
@@ -196,15 +225,17 @@ def build_sample(
         return prompt_text(context, question, template)
 
     budget = n_prompt - len(encode(needle))  # haystack tokens to add
-    hay_ids = tokenizer.encode(haystack)
+    # the haystack's first budget + 16 tokens (its last document may hold far more)
+    _, hay_ids = encoded_prefix(tokenizer, haystack, budget + 16, 5 * (budget + 16))
     if budget < 1 or len(hay_ids) < budget + 16:
         raise ValueError(f"context_tokens={context_tokens}: haystack budget {budget} tokens")
     head = len(tokenizer.decode(hay_ids[: round(depth * budget)]))
     fits = len(tokenizer.decode(hay_ids[:budget]))  # characters of haystack that fit
     point = _insertion_point(haystack, head, round(snap * fits), fits)
     before, after = haystack[:point], haystack[point:]
+    tail_chars = fits - point + 256 + fits // 32  # the prompt's end is about there: a margin
     for _ in range(16):
-        fit = _fit_tail(tokenizer, text, before, needle, after, n_prompt)
+        fit = _fit_tail(tokenizer, text, before, needle, after, n_prompt, tail_chars)
         if fit is not None:
             break
         # No tail length hits n_prompt exactly (BPE counts can jump by 2): drop a leading word
