@@ -70,18 +70,27 @@ def take_counted(docs: Iterator[tuple[str, int]], n_tokens: int) -> str:
 
 
 def counted_ahead(
-    texts: Iterator[str], tokenizer: Tokenizer, pool: Executor, ahead: int = 64
-) -> Iterator[tuple[str, int]]:
+    texts: Iterator[str], tokenizer: Tokenizer, pool: Executor, ahead: int = 64,
+    cap: int | None = None,
+) -> Iterator[tuple[str, int]]:  # fmt: skip
     """(document, its token count) in the order of ``texts``, the counts taken ``ahead``
-    documents in advance by ``pool`` (the encoders release the GIL): take_counted's input."""
-    pending: deque[tuple[str, Future[list[int]]]] = deque()
+    documents in advance by ``pool`` (the encoders release the GIL): take_counted's input.
+    cap: a document with more tokens is counted as far as a cut past cap (encoded_prefix): a
+    count >= cap, which take_counted treats as the whole count for any n_tokens <= cap."""
+
+    def count(text: str) -> int:
+        if cap is None:
+            return len(tokenizer.encode(text))
+        return len(encoded_prefix(tokenizer, text, cap, 5 * cap)[1])
+
+    pending: deque[tuple[str, Future[int]]] = deque()
     for text in texts:
-        pending.append((text, pool.submit(tokenizer.encode, text)))
+        pending.append((text, pool.submit(count, text)))
         if len(pending) > ahead:
-            done, ids = pending.popleft()
-            yield done, len(ids.result())
-    for done, ids in pending:
-        yield done, len(ids.result())
+            done, tokens = pending.popleft()
+            yield done, tokens.result()
+    for done, tokens in pending:
+        yield done, tokens.result()
 
 
 def _insertion_point(haystack: str, target: int, tolerance: int, limit: int) -> int:

@@ -151,7 +151,7 @@ def prompt_batches(
     same draws as one at a time); ``builders`` threads (default BUILDERS) cut them into prompts."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
     with ThreadPoolExecutor(builders or BUILDERS) as pool:
-        docs = counted_ahead(texts, tokenizer, pool)
+        docs = counted_ahead(texts, tokenizer, pool, cap=max(c for c, _ in cells))
         for (context, batch), depth in product(cells, depths):
             for a in range(0, samples_per_cell, batch):
                 n = min(batch, samples_per_cell - a)
