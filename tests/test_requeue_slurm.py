@@ -1,9 +1,9 @@
 """Training nodes on the local SLURM cluster that SLURM interrupts: a preemption
-(`job._interrupt()`), a real time-out (USR2 `signal_delay_s` before the limit) and one requeue
-too many. Training waits at a step until the signal comes (ssmax.lit.hold.HoldAtStep), so the
-signal lands mid-training whatever the machine's speed. Each resumes from the checkpoint
-written at the signal, in the same MLflow run, with no duplicate steps and the final weights
-of an uninterrupted run; the last one fails clearly.
+(`job._interrupt()`), a real time-out (USR2 `signal_delay_s` before the limit, the limit cut
+while training holds) and one requeue too many. Training waits at a step until the signal
+comes (ssmax.lit.hold.HoldAtStep), so the signal lands mid-training whatever the machine's
+speed. Each resumes from the checkpoint written at the signal, in the same MLflow run, with
+no duplicate steps and the final weights of an uninterrupted run; the last one fails clearly.
 
 All four jobs run at once (one CPU each), so the module costs about one training's wall time.
 """
@@ -11,6 +11,7 @@ All four jobs run at once (one CPU each), so the module costs about one training
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from ssmax.lit.hold import held_marker
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.run import NodeJob, plan
 from ssmax.pipeline.slurm import _folder, submit
+from tests.slurm_fixtures import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 
@@ -34,10 +36,11 @@ SETTINGS = [
     "trainer.deterministic=true", "executor=slurm",
 ]  # fmt: skip
 # timeout_min <= 10: submitit counts the signal as a time-out (not a preemption). SLURM sends it
-# 60 s before the 2-min limit; training is held at a step until it comes (HoldAtStep), so it
-# comes mid-training however fast the machine trains. The requeued job gets the signal again
-# 60 s after it starts: time for the few seconds of training left (or it is requeued again).
-TIMEOUT = ["executor.timeout_min=2", "executor.signal_delay_s=60", "executor.max_requeues=8"]
+# signal_delay_s before the limit, checking limits only every half minute or so; a fixed limit
+# let it land during a slow start-up (seen: 45 s after the start, before training). So the job
+# starts with 10 min, training holds at a step, and only then is the limit cut to about a
+# minute ahead (time_out_when_held): the signal lands mid-training however fast the machine.
+TIMEOUT = ["executor.timeout_min=10", "executor.signal_delay_s=60", "executor.max_requeues=8"]
 DEADLINE_S = 600.0
 
 
@@ -90,6 +93,26 @@ def interrupt_when_held(name: str, job: NodeJob, sjob: submitit.SlurmJob) -> Non
     sjob._interrupt()  # SIGTERM, then USR2: a preemption
 
 
+def minutes(elapsed: str) -> float:
+    """squeue's %M ([[days-]hours:]minutes:seconds) in minutes."""
+    days, _, clock = elapsed.rpartition("-")
+    seconds = sum(int(x) * 60**i for i, x in enumerate(reversed(clock.split(":"))))
+    return int(days or 0) * 1440 + seconds / 60
+
+
+def time_out_when_held(
+    cluster: SlurmCluster, name: str, job: NodeJob, sjob: submitit.SlurmJob
+) -> None:
+    """Cut the limit of a job held in training so that SLURM's time-out signal comes within a
+    minute or two; once it has been requeued, give the rest of the run its 10 minutes back."""
+    wait_until(f"job {sjob.job_id} to hold training", held_marker(job.dir, HOLDS[name]).exists)
+    ran = minutes(cluster.run("squeue", "-h", "-j", sjob.job_id, "-o", "%M").strip())
+    limit = math.ceil(ran) + 1  # the signal is due at limit - 60 s: now, or within a minute
+    cluster.run("scontrol", "update", f"JobId={sjob.job_id}", f"TimeLimit={limit}")
+    wait_until(f"job {sjob.job_id} to be requeued at the signal", lambda: requeues(job))
+    cluster.run("scontrol", "update", f"JobId={sjob.job_id}", "TimeLimit=10")
+
+
 @pytest.fixture(scope="module")
 def interrupted(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path):
     root = tmp_path_factory.mktemp("requeue")
@@ -104,6 +127,7 @@ def interrupted(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_
     }  # fmt: skip
     interrupt_when_held("limit", *runs["limit"])
     interrupt_when_held("preempted", *runs["preempted"])
+    time_out_when_held(slurm_cluster, "timed_out", *runs["timed_out"])
     for name in ("straight", "preempted", "timed_out"):
         job = runs[name][0]
         wait_until(f"{name} to finish", lambda job=job: job.done is not None)
