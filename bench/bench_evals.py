@@ -7,8 +7,9 @@
    at 8x the training length: goal >= 5x faster.
 3. On a GPU (instead of 1 and 2), the evals as the pipeline runs them on the preset's model
    (bf16, batch auto, trainer.compile): ms per Fig. 5 sequence of eval.loss.max_multiple x N + 1
-   tokens (goal at paper scale <= 100 ms per 20,001 tokens) and ms per NIAH sample at 8x N (goal
-   <= 10 ms), both written to bench/throughput.json for `plan` (--no-record: not).
+   tokens (goal at paper scale <= 100 ms per 20,001 tokens) and ms per NIAH sample at 8x N as a
+   node runs it, its prompts built beside the decoding (goal <= 10 ms), both written to
+   bench/throughput.json for `plan` (--no-record: not).
 
 Usage: python bench/bench_evals.py [--preset tiny] [--train-len 1024] [--vocab 50257]
 """
@@ -27,8 +28,9 @@ from omegaconf import DictConfig
 
 from ssmax.compiling import compile_enabled
 from ssmax.config import compose, model_config, variant_config
+from ssmax.evals import niah
 from ssmax.evals.common import sdpa_first
-from ssmax.evals.niah import greedy_decode, greedy_decode_batch, niah_batch
+from ssmax.evals.niah import greedy_decode, niah_batch
 from ssmax.evals.per_position_loss import auto_batch, per_position_loss
 from ssmax.model import Transformer
 from ssmax.pipeline import measured
@@ -128,6 +130,7 @@ def gpu_rates(args: argparse.Namespace) -> None:
 
 
 def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
+    from bench_niah import embedded_data, node_rate  # a NIAH node's rate, as it runs
     from bench_step import git_commit, today  # the same provenance as the training rate
 
     torch.manual_seed(0)
@@ -145,21 +148,16 @@ def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
     loss_s = (time.perf_counter() - start) / (2 * batch)
     del seqs  # a NIAH node runs in a process of its own: not beside the loss eval's blocks
     torch.cuda.empty_cache()
-    context, samples = 8 * n, 192  # 3 batches of 64 timed, as a node decodes batch after batch
-    prompts = torch.randint(1, model.cfg.vocab_size, (2 * samples, context - 8)).tolist()
-    step, niah_compiled = niah_batch(model, "auto", samples, context), bool(cfg.eval.niah.compile)
-    greedy_decode_batch(model, prompts[:step], 8, eos_id=0, compile=niah_compiled)  # warm
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for a in range(samples, 2 * samples, step):
-        greedy_decode_batch(model, prompts[a : a + step], 8, eos_id=0, compile=niah_compiled)
-    torch.cuda.synchronize()
-    niah_s = (time.perf_counter() - start) / samples
+    context, niah_compiled = 8 * n, bool(cfg.eval.niah.compile)
+    step = niah_batch(model, "auto", 1000, context)  # a node's batch at the paper's 1,000 a cell
+    data = embedded_data(args.preset, model.cfg.vocab_size)
+    niah_s, alone_s = node_rate(model, data, context, step, niah_compiled)
     print(f"\n[3] {name}, {cfg.model.name}, bf16, compile={compiled}")
     print(f"    per-position loss: {loss_s * 1e3:.1f} ms per sequence of {length:,} tokens "
           f"(batch {batch}; paper-scale goal <= 100 ms)")  # fmt: skip
-    print(f"    NIAH: {niah_s * 1e3:.1f} ms per sample at {context:,} tokens (batch {step}, "
-          f"compile={niah_compiled}; goal <= 10 ms; bench_niah.py: where it goes)")  # fmt: skip
+    print(f"    NIAH: {niah_s * 1e3:.1f} ms per sample at {context:,} tokens as a node runs it "
+          f"(prompts built beside the decoding; decoding alone {alone_s * 1e3:.1f} ms; batch "
+          f"{step}, compile={niah_compiled}; goal <= 10 ms; parts: bench_niah.py)")  # fmt: skip
     if not args.no_record:
         common = {"measured": today(), "commit": git_commit()}
 
@@ -169,7 +167,8 @@ def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
 
         measured.record(None, name, cfg.model.name, "eval_loss", value=loss_s, length=length,
                         batch=batch, how=how(compiled), **common)  # fmt: skip
-        how_niah = f"{how(niah_compiled)}, 8 new tokens"
+        how_niah = (f"{how(niah_compiled)}, run_niah: embedded text, {data.tokenizer} "
+                    f"tokenizer, {niah.BUILDERS} builders, 8 new tokens")  # fmt: skip
         measured.record(None, name, cfg.model.name, "niah", value=niah_s, length=context,
                         batch=step, how=how_niah, **common)  # fmt: skip
         print(f"    recorded in {measured.DEFAULT_FILE}")

@@ -11,7 +11,12 @@ backend order or with cuDNN first), on the preset's model with random prompts of
   (issue 19: <= 10 ms at 8k on an H100);
 - the CUDA kernels of one eager decoding step, longest first (which attention kernel runs);
 - building the prompts on this machine's CPU (embedded test text, GPT-2's BPE), as run_niah
-  does it beside the device: ms per prompt, to hold against the sample's ms.
+  does it beside the device: ms per prompt, to hold against the sample's ms, at 1 to 8
+  threads, then at every context of the eval (eval.niah.context_multiples x N);
+- a node's rate: run_niah end to end as an eval_niah node runs it (those prompts built by
+  niah.BUILDERS threads while the device decodes, the preset's eval.niah.compile), ms per
+  sample beside decoding the same prompts alone: the figure a NIAH node pays, which
+  bench_evals.py records for `plan`.
 
 A way is mode:first, e.g. compiled:cudnn: eager or compiled, and the SDPA backend tried first
 (torch: torch's own order; cudnn, flash, efficient, math: that one, then the others).
@@ -28,13 +33,14 @@ import time
 from collections.abc import Callable
 
 import torch
+from omegaconf import DictConfig
 
 from ssmax.compiling import maybe_compile
 from ssmax.config import compose, model_config, variant_config
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import niah
 from ssmax.evals.common import cache_dtype, device_autocast, sdpa_first
-from ssmax.evals.niah import greedy_decode_batch, last_hidden, prompt_batches
+from ssmax.evals.niah import greedy_decode_batch, last_hidden, prompt_batches, run_niah
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
@@ -75,17 +81,63 @@ def part_times(
         return timed(prefill, reps, ids.device), timed(step, 4 * reps, ids.device)
 
 
-def building_time(context: int, batch: int, builders: int, batches: int = 3) -> float:
+def embedded_data(preset: str, vocab_size: int) -> DictConfig:
+    """The preset's data settings on the embedded corpus (offline), with GPT-2's BPE for a
+    model of GPT-2's vocabulary (the paper's)."""
+    gpt2 = ["data.tokenizer=gpt2", "data.vocab_size=50257"] if vocab_size == 50257 else []
+    return compose(f"preset={preset}", "data=embedded", *gpt2).data
+
+
+def building_time(
+    context: int, batch: int, builders: int, batches: int = 3, longest: int | None = None
+) -> float:
     """Seconds per prompt of ``context`` tokens built by prompt_batches with ``builders``
-    threads (after one batch)."""
-    data = compose("preset=paper", "data=embedded", "data.tokenizer=gpt2",
-                   "data.vocab_size=50257").data  # fmt: skip
+    threads (after one batch), its documents counted up to ``longest`` as in an eval."""
+    data = embedded_data("paper", 50257)
     built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
-                           batch * (batches + 1), builders=builders)  # fmt: skip
+                           batch * (batches + 1), builders=builders, longest=longest)  # fmt: skip
     next(built)  # the tokenizer's tables, the thread pool
     start = time.perf_counter()
     count = sum(len(part) for _, _, part in built)
     return (time.perf_counter() - start) / count
+
+
+def node_rate(
+    model: Transformer, data: DictConfig, context: int, batch: int, compiled: bool,
+    batches: int = 3,
+) -> tuple[float, float]:  # fmt: skip
+    """Seconds per sample of run_niah at ``context`` as a NIAH node runs it: prompts of the
+    embedded test text built by niah.BUILDERS threads while the device decodes ``batch`` at a
+    time (after one call that compiles and warms; per sample of ``batches`` batches beyond a
+    first); and of decoding the same prompts alone."""
+    device, tokenizer = next(model.parameters()).device, load_tokenizer(data)
+
+    def clock(fn: Callable[[], object]) -> float:
+        torch.cuda.synchronize() if device.type == "cuda" else None
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize() if device.type == "cuda" else None
+        return time.perf_counter() - start
+
+    samples = batches * batch
+
+    def run(n: int, seed: int) -> object:
+        return run_niah(model, tokenizer, data, [context], [0.5], n, seed, batch_size=batch,
+                        compile=compiled)  # fmt: skip
+
+    run(batch, seed=1)  # compiles; the tokenizer's tables
+    # a node's steady rate: what `batches` more batches cost, without the start every call
+    # pays (the builder threads, the documents counted ahead), which a node pays once
+    node = clock(lambda: run(batch + samples, seed=0)) - clock(lambda: run(batch, seed=0))
+    node /= samples
+    built = prompt_batches(tokenizer, data, [(context, batch)], [0.5], samples, seed=0)
+    prompts = [[s.ids for s in part] for _, _, part in built]  # run's prompts, token for token
+
+    def decode() -> None:
+        for part in prompts:
+            greedy_decode_batch(model, part, 8, tokenizer.eos_id, compile=compiled)
+
+    return node, clock(decode) / samples
 
 
 def top_kernels(model: Transformer, ids: torch.Tensor, n: int = 8) -> list[str]:
@@ -161,6 +213,21 @@ def main() -> None:
     for builders in sorted({1, 2, 4, 8, niah.BUILDERS}):
         built = building_time(context, batch, builders)
         print(f"  {builders} threads: {built * 1e3:6.2f} ms  {built / first:5.2f}x")
+    n, multiples = cfg.data.seq_len, cfg.eval.niah.context_multiples
+    longest = int(max(multiples) * n)  # every context of the eval: short ones cost less
+    contexts = [int(m * n) for m in multiples]
+    print(f"at each context of the eval, {niah.BUILDERS} threads: " + ", ".join(
+        f"{c:,}: {building_time(c, batch, niah.BUILDERS, longest=longest) * 1e3:.2f} ms"
+        for c in contexts))  # fmt: skip
+    compiled = bool(cfg.eval.niah.compile)
+    data = embedded_data(cfg.preset.name, mc.vocab_size)
+    node, alone = node_rate(model, data, context, batch, compiled)
+    print(
+        f"\na NIAH node's rate at {context:,} tokens (run_niah, embedded test text, "
+        f"{data.tokenizer} tokenizer, batch {batch}, compile={compiled}, {niah.BUILDERS} "
+        f"builders): {node * 1e3:.2f} ms per sample; the same prompts decoded alone "
+        f"{alone * 1e3:.2f} ms ({node / alone:.2f}x: above 1, building holds the device up)"
+    )
 
 
 if __name__ == "__main__":

@@ -145,13 +145,16 @@ def prompt_batches(
     seed: int = 0,
     answer_tokens: int = ANSWER_TOKENS,
     builders: int | None = None,
+    longest: int | None = None,
 ) -> Iterator[tuple[int, float, list[NeedleSample]]]:
     """(context, depth, prompts) for every (context, depth) cell, ``batch`` prompts at a time
     for each (context, batch) of ``cells``. The needles and haystacks are drawn in order (the
-    same draws as one at a time); ``builders`` threads (default BUILDERS) cut them into prompts."""
+    same draws as one at a time); ``builders`` threads (default BUILDERS) cut them into prompts.
+    longest: the documents are counted up to it (default: the longest context of ``cells``)."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
+    longest = max(longest or 0, *(c for c, _ in cells))
     with ThreadPoolExecutor(builders or BUILDERS) as pool:
-        docs = counted_ahead(texts, tokenizer, pool, cap=max(c for c, _ in cells))
+        docs = counted_ahead(texts, tokenizer, pool, cap=longest)
         for (context, batch), depth in product(cells, depths):
             for a in range(0, samples_per_cell, batch):
                 n = min(batch, samples_per_cell - a)
