@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU benchmarks on a machine that reaches no package index: installs the project into its
+# python3 from the wheels in WHEELS (scripts/offline_wheels.py made them) unless it imports
+# already, then runs what `make bench PRESET=paper` runs on a GPU and copies the output and
+# bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step ...]
+# (default: niah evals; step compiles a model a variant, minutes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PARTS=$(echo "${@:-niah evals}")
+for one in $PARTS; do
+  case $one in niah|evals|step) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step)" >&2; exit 2 ;; esac
+done
+WHEELS=${WHEELS:-.whl}
+OUT=${OUT:-outputs/gpu-bench}
+mkdir -p "$OUT"
+if ! python3 -c "import hydra, mlflow, submitit, ssmax" 2>/dev/null; then
+  python3 -m pip install -q --no-index --find-links "$WHEELS" -r "$WHEELS/requirements.txt"
+  python3 -m pip install -q --no-index --find-links "$WHEELS" --no-deps -e .
+fi
+python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")" | tee "$OUT/device.txt"
+for one in $PARTS; do
+  case $one in
+    niah) python3 bench/bench_niah.py --ways eager:torch,compiled:torch,compiled:cudnn ;;
+    evals) python3 bench/bench_evals.py --preset paper ;;
+    step) python3 bench/bench_step.py --preset paper --parts 3 ;;
+  esac 2>&1 | tee "$OUT/bench_$one.txt"
+done
+cp bench/throughput.json "$OUT/"
