@@ -45,15 +45,21 @@ def artifact_location(cfg: DictConfig) -> str | None:
     return Path(root or Path(cfg.paths.output_dir) / "mlartifacts").resolve().as_uri()
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a sqlite:/// store, else None."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
 @contextmanager
 def store_lock(uri: str) -> Iterator[None]:
     """Held while a sqlite store may be created: the tables and their migrations are made by
     the first client to open it, and two at once fail ("duplicate column name: step"). The
     lock file lies beside the database (<db>.lock); other stores need none."""
-    if not uri.startswith("sqlite:///"):
+    db = sqlite_file(uri)
+    if db is None:
         yield
         return
-    with exclusive(uri.removeprefix("sqlite:///") + ".lock"):
+    with exclusive(f"{db}.lock"):
         yield
 
 
@@ -62,8 +68,8 @@ def create_sqlite_store(uri: str, artifact_root: str | None) -> None:
     file beside it, renamed into place after. Made in place, a run killed in those seconds (a
     SLURM time-out signal during start-up) left a store at an old schema that every later run
     refused ("out-of-date database schema"). Other stores, or one that exists: nothing."""
-    db = Path(uri.removeprefix("sqlite:///"))
-    if not uri.startswith("sqlite:///") or db.exists():
+    db = sqlite_file(uri)
+    if db is None or db.exists():
         return
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ssmax.report.ui import free_port, port_in_use, serve_until_stopped, start_ui
+from ssmax.tracking import sqlite_file
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 
@@ -63,8 +64,8 @@ def unwritable(folder: Path) -> str | None:
 def check(args: argparse.Namespace) -> str | None:
     """One line on what is wrong with the arguments, or None."""
     folders = [("--dir", Path(args.dir))]
-    if args.backend_store_uri.startswith("sqlite:///"):
-        db = Path(args.backend_store_uri.removeprefix("sqlite:///"))
+    db = sqlite_file(args.backend_store_uri)
+    if db is not None:
         folders.append(("--backend-store-uri", db.parent))
     artifacts = local_folder(args.artifacts_destination)
     if artifacts is not None:
