@@ -39,16 +39,17 @@ from ssmax.compiling import maybe_compile
 from ssmax.config import compose, model_config, variant_config
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import niah
-from ssmax.evals.common import cache_dtype, device_autocast, sdpa_first
+from ssmax.evals.common import cache_dtype, device_autocast, model_device, sdpa_first
 from ssmax.evals.niah import greedy_decode_batch, last_hidden, prompt_batches, run_niah
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
 
 
-def timed(fn: Callable[[], object], reps: int, device: torch.device) -> float:
-    """Seconds per call after one warm-up call (which compiles, when compiled)."""
-    fn()
+def timed(fn: Callable[[], object], reps: int, device: torch.device, warm_up: bool = True) -> float:
+    """Seconds per call, after one warm-up call (which compiles, when compiled) unless not."""
+    if warm_up:
+        fn()
     if device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
@@ -110,14 +111,10 @@ def node_rate(
     embedded test text built by niah.BUILDERS threads while the device decodes ``batch`` at a
     time (after one call that compiles and warms; per sample of ``batches`` batches beyond a
     first); and of decoding the same prompts alone."""
-    device, tokenizer = next(model.parameters()).device, load_tokenizer(data)
+    device, tokenizer = model_device(model), load_tokenizer(data)
 
-    def clock(fn: Callable[[], object]) -> float:
-        torch.cuda.synchronize() if device.type == "cuda" else None
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize() if device.type == "cuda" else None
-        return time.perf_counter() - start
+    def clock(fn: Callable[[], object]) -> float:  # one call, already warm
+        return timed(fn, 1, device, warm_up=False)
 
     samples = batches * batch
 
