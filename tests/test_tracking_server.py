@@ -263,3 +263,36 @@ def test_entry_stopped_while_starting_leaves_no_server(tmp_path: Path) -> None:
     while _processes_naming(str(tmp_path)) and time.monotonic() < end:
         time.sleep(0.2)
     assert _processes_naming(str(tmp_path)) == []
+
+
+# The entry as `python -m ssmax.tracking.server`, but it sends itself SIGTERM the instant the
+# server process exists, before Popen has returned it: the one moment at which the entry did
+# not yet hold its server (the test above hit it by chance; the server was left running).
+STOP_AS_SPAWNED = """
+import os, signal, sys
+from ssmax.tracking.server import main
+
+def stop_as_spawned(frame, event, arg):
+    if event == "return" and frame.f_code.co_name == "_execute_child":
+        if "server" in frame.f_locals.get("args", ()):
+            sys.setprofile(None)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+sys.setprofile(stop_as_spawned)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_entry_stopped_as_its_server_is_spawned_leaves_no_server(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", STOP_AS_SPAWNED, "--dir", str(tmp_path), "--port"]
+    done = subprocess.run([*command, str(free_port())], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    try:
+        assert done.returncode == 0, done.stderr
+        end = time.monotonic() + 30  # the group gets SIGTERM, then SIGKILL after 10 s
+        while _processes_naming(str(tmp_path)) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert _processes_naming(str(tmp_path)) == []
+    finally:  # a server left running must not outlive the test
+        for pid in _processes_naming(str(tmp_path)):
+            os.kill(pid, signal.SIGKILL)

@@ -15,9 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,18 +80,44 @@ def start_ui(
         command += ["--serve-artifacts", "--artifacts-destination", artifacts_destination]
     if allowed_hosts:
         command += ["--allowed-hosts", ",".join(allowed_hosts)]
-    with open(log, "wb") as out:
-        # cwd: where a server without --artifacts-destination keeps new experiments' artifacts
-        # (./mlartifacts): the output folder, not wherever the command was started
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                   cwd=Path(output_dir), start_new_session=True)  # fmt: skip
-    server = UIServer(process, f"http://{host}:{port}", log)
-    try:
+    server = None
+    try:  # a signal or Ctrl-C while it starts stops it too
+        # a stop signal during Popen would lose the started server (seen: a SIGTERM as its log
+        # appeared left `mlflow server` running): it is delivered once the server is known
+        with stop_signals_deferred(), open(log, "wb") as out:
+            # cwd: where a server without --artifacts-destination keeps new experiments'
+            # artifacts (./mlartifacts): the output folder, not wherever the command started
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                       cwd=Path(output_dir), start_new_session=True)  # fmt: skip
+            server = UIServer(process, f"http://{host}:{port}", log)
         _wait_healthy(server, timeout)
-    except BaseException:  # a signal or Ctrl-C while it starts stops it too
-        stop_ui(server)
+    except BaseException:
+        if server is not None:
+            stop_ui(server)
         raise
     return server
+
+
+@contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM, SIGINT and SIGHUP until the block ends, then deliver the first that came
+    to the handler in place before (in the main thread; elsewhere signals never run here)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    held = {
+        sig: signal.signal(sig, lambda signum, frame: came.append(signum)) for sig in STOP_SIGNALS
+    }
+    try:
+        yield
+    finally:  # blocked while put back: a signal now finds every handler as it was
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        for sig, handler in held.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if came:
+            signal.raise_signal(came[0])
 
 
 def _wait_healthy(server: UIServer, timeout: float) -> None:
