@@ -17,6 +17,7 @@ PIPELINE_ARGS = preset=$(PRESET) pipeline.file=$(PIPELINE) $(if $(SEEDS),"pipeli
 	executor=$(EXECUTOR) $(ARGS)
 ARGS ?=
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
 OUTPUT_DIR ?= outputs
@@ -81,11 +82,11 @@ SCRATCH = $(shell $(PY) -m ssmax.pipeline.declaration $(PIPELINE) --from-scratch
 train-all: setup ## Hydra multirun: pretrain the pipeline's from-scratch variants one after another
 	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) $(ARGS)
 
-test: setup ## Run the test suite (what CI runs)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+test: setup ## Run the test suite (what CI runs) in TEST_WORKERS=2 pytest-xdist workers (0: one process)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: setup ## Tests without the slow ones
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 lint: setup ## ruff lint and format check
 	$(VENV)/bin/ruff check .

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,52 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path)
     overrides = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={shared_cache}"]
     assert main(["run", *overrides]) == 0
     return overrides
+
+
+# `make test` runs two pytest-xdist workers. A module's tests go to one worker (its module
+# fixtures run once), and these modules, which hold every SLURM test, all to the same one: one
+# local cluster per run (pytest_collection_modifyitems checks that the list is whole).
+SLURM_MODULES = ("test_multirun_slurm.py", "test_pipeline_slurm.py", "test_requeue_slurm.py",
+                 "test_slurm_cluster.py", "test_tracking_server.py")  # fmt: skip
+
+
+def _work_unit(module: str) -> str:
+    return "slurm" if Path(module).name in SLURM_MODULES else module
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The SLURM modules first, then those with slow tests: the longest chains start at once
+    and the quick modules fill in at the end."""
+    stray = {i.path.name for i in items if i.get_closest_marker("slurm")} - set(SLURM_MODULES)
+    if stray:
+        raise pytest.UsageError(f"SLURM tests outside tests/conftest.py's SLURM_MODULES: {stray}")
+    slow = {i.path for i in items if i.get_closest_marker("slow")}
+    items.sort(key=lambda i: (i.path.name not in SLURM_MODULES, i.path not in slow))  # stable
+
+
+class ByModuleScheduling:
+    """pytest-xdist's scheduling by scope, a module or all the SLURM modules a scope, handed
+    out in collection order (its loadgroup cannot: it ignores groups on pytest 9.2,
+    pytest-dev/pytest-xdist#1386)."""
+
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: object) -> object:
+        from xdist.scheduler import LoadScopeScheduling
+
+        class ByModule(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return _work_unit(nodeid.split("::", 1)[0])
+
+        config.option.loadscopereorder = False
+        return ByModule(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):  # its hook is unknown without it
+        config.pluginmanager.register(ByModuleScheduling())
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 1))
+    if workers > 1:  # a worker's share of the cores, for torch here and in what it starts
+        share = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
+        import torch  # loaded before this env was set
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))

@@ -7,6 +7,7 @@ refuses bad input in one line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -293,6 +294,7 @@ def test_entry_stopped_as_its_server_is_spawned_leaves_no_server(tmp_path: Path)
         while _processes_naming(str(tmp_path)) and time.monotonic() < end:
             time.sleep(0.2)
         assert _processes_naming(str(tmp_path)) == []
-    finally:  # a server left running must not outlive the test
+    finally:  # a server left running must not outlive the test: its group, workers too
         for pid in _processes_naming(str(tmp_path)):
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # the server leads its own group
+                os.killpg(pid, signal.SIGKILL)
