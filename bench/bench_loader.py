@@ -27,7 +27,7 @@ import torch
 
 from ssmax.config import compose
 from ssmax.data.corpus import embedded_jsonl
-from ssmax.data.lm import LMDataModule
+from ssmax.data.module import LMDataModule
 from ssmax.data.prepare import prepare
 from ssmax.pipeline.cost import per_token
 

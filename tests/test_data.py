@@ -14,11 +14,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha, load_documents
-from ssmax.data.lm import LMDataModule, test_sequences
+from ssmax.data.lm import test_sequences
+from ssmax.data.module import LMDataModule, SFTDataModule
 from ssmax.data.packing import EpochShuffleSampler, pack
 from ssmax.data.sft import (
     IGNORE,
-    SFTDataModule,
     encode_example,
     prompt_ids,
     to_example,

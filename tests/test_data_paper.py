@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.corpus import load_documents
 from ssmax.data.hub import DataUnavailableError
-from ssmax.data.lm import LMDataModule
+from ssmax.data.module import LMDataModule
 from ssmax.data.squad import load_squad
 from ssmax.schema import DataConfig
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ssmax.config import compose
-from ssmax.data.lm import LMDataModule
+from ssmax.data.module import LMDataModule
 from tests.ddp_helpers import run, slimpajama_files, step_rows, streaming, train_command
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import compose
 from ssmax.data.facts import FactPlanter, FactSpec, check_spec, spec_from_cfg
-from ssmax.data.lm import LMDataModule, packed_rows
+from ssmax.data.lm import packed_rows
+from ssmax.data.module import LMDataModule
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.haystack import CITIES, NEEDLE, random_needle
 from ssmax.schema import DataConfig

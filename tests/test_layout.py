@@ -91,3 +91,20 @@ def test_theta_is_scaled_in_one_place() -> None:
         if ".rope_theta =" in line or ".rope_theta *=" in line or "rope_factor) *" in line
     ]
     assert not setters, setters
+
+
+def test_the_evals_and_the_pipeline_start_without_lightning() -> None:
+    """Lightning takes seconds to import (~6 s of a job's start on 2 cores): only training
+    loads it; an eval, export or report job and the pipeline's client do without."""
+    import subprocess
+    import sys
+
+    modules = ["ssmax.stages.eval_loss", "ssmax.stages.eval_niah", "ssmax.stages.export",
+               "ssmax.stages.report", "ssmax.pipeline.__main__"]  # fmt: skip
+    loaded = "sorted(m for m in sys.modules if m.split('.')[0] == 'lightning')"
+    check = f"import sys, {', '.join(modules)}; print({loaded})"
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout

@@ -76,11 +76,12 @@ def compiles(cfg: DictConfig) -> bool:
 
 def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
     if cfg.objective == "sft":
-        from ssmax.data.sft import WIDTH_MULTIPLE, SFTDataModule
+        from ssmax.data.module import SFTDataModule
+        from ssmax.data.sft import WIDTH_MULTIPLE
 
         return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed,
                              width_multiple=WIDTH_MULTIPLE if compiles(cfg) else 1)  # fmt: skip
-    from ssmax.data.lm import LMDataModule
+    from ssmax.data.module import LMDataModule
 
     return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
 

@@ -7,9 +7,10 @@ Modules (one concern each; import them directly, this package imports nothing he
     corpus     load_documents(data_cfg, split): embedded corpus / SlimPajama, train|validation|test
     tokenizer  load_tokenizer(data_cfg): byte-level BPE trained on the corpus, or GPT-2 (tiktoken)
     packing    pack / PackedDataset / PackedStream / EpochShuffleSampler
-    lm         LMDataModule, test_sequences, test_texts, test_token_stream
+    lm         packed rows, test_sequences, test_texts, test_token_stream (no Lightning)
     squad      load_squad(data_cfg, split): SQuAD 2.0 (hub or local files), the paper's filter
     squad_gen  generate_squad(data_cfg): SQuAD-format fact-retrieval set from the corpus
-    sft        SFTDataModule, prompt_ids (shared with the needle test), encode_example
+    sft        prompt_ids (shared with the needle test), encode_example, SFTDataset (no Lightning)
+    module     LMDataModule, SFTDataModule: the Lightning datamodules over lm and sft
     hub        require_hub (fast fail), DataUnavailableError
 """
