@@ -43,6 +43,12 @@ class TokenizedDataModule(L.LightningDataModule):
         self.start_state = dict(state)
         self.start_batches = int(state["batches_done"])
 
+    def setup(self, stage: str | None = None) -> None:
+        """Build the splits a stage reads (each subclass's ``dataset(split)``, built once)."""
+        if stage in (None, "fit"):
+            self.dataset("train")
+        self.dataset("validation")
+
     def ranks(self) -> tuple[int, int]:
         """(global rank, number of ranks) of the attached trainer; (0, 1) without one."""
         trainer = self.trainer
@@ -106,11 +112,6 @@ class LMDataModule(TokenizedDataModule):
                 plant = fact_transform(cfg, self.tokenizer, self.seed if split == "train" else -1)
                 self._sets[split] = PackedDataset(rows[:limit] if limit else rows, plant)
         return self._sets[split]
-
-    def setup(self, stage: str | None = None) -> None:
-        if stage in (None, "fit"):
-            self.dataset("train")
-        self.dataset("validation")
 
     def _loader(self, split: str, batch_size: int) -> DataLoader:
         ds = self.dataset(split)
@@ -197,11 +198,6 @@ class SFTDataModule(TokenizedDataModule):
         if split not in self._sets:
             self._sets[split] = build_sft_dataset(self.data_cfg, self.tokenizer, split)
         return self._sets[split]
-
-    def setup(self, stage: str | None = None) -> None:
-        if stage in (None, "fit"):
-            self.dataset("train")
-        self.dataset("validation")
 
     def _loader(self, split: str) -> DataLoader:
         ds = self.dataset(split)
