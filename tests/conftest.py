@@ -41,10 +41,6 @@ SLURM_MODULES = ("test_multirun_slurm.py", "test_pipeline_slurm.py", "test_reque
                  "test_slurm_cluster.py", "test_tracking_server.py")  # fmt: skip
 
 
-def _work_unit(module: str) -> str:
-    return "slurm" if Path(module).name in SLURM_MODULES else module
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The SLURM modules first, then those with slow tests: the longest chains start at once
     and the quick modules fill in at the end."""
@@ -65,7 +61,8 @@ class ByModuleScheduling:
 
         class ByModule(LoadScopeScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                return _work_unit(nodeid.split("::", 1)[0])
+                module = nodeid.split("::", 1)[0]
+                return "slurm" if Path(module).name in SLURM_MODULES else module
 
         config.option.loadscopereorder = False
         return ByModule(config, log)

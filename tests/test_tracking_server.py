@@ -251,6 +251,15 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
+def _left_naming(text: str, deadline_s: float = 30.0) -> list[int]:
+    """The processes naming text once they are gone or deadline_s has passed (a stopped
+    server's group gets SIGTERM, then SIGKILL after 10 s)."""
+    end = time.monotonic() + deadline_s
+    while _processes_naming(text) and time.monotonic() < end:
+        time.sleep(0.2)
+    return _processes_naming(text)
+
+
 def test_entry_stopped_while_starting_leaves_no_server(tmp_path: Path) -> None:
     port = free_port()
     process = start_entry(tmp_path, port, subprocess.DEVNULL)
@@ -260,10 +269,7 @@ def test_entry_stopped_while_starting_leaves_no_server(tmp_path: Path) -> None:
     assert log.exists()
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
-    end = time.monotonic() + 30  # the group gets SIGTERM, then SIGKILL after 10 s
-    while _processes_naming(str(tmp_path)) and time.monotonic() < end:
-        time.sleep(0.2)
-    assert _processes_naming(str(tmp_path)) == []
+    assert _left_naming(str(tmp_path)) == []
 
 
 # The entry as `python -m ssmax.tracking.server`, but it sends itself SIGTERM the instant the
@@ -290,10 +296,7 @@ def test_entry_stopped_as_its_server_is_spawned_leaves_no_server(tmp_path: Path)
                           timeout=120)  # fmt: skip
     try:
         assert done.returncode == 0, done.stderr
-        end = time.monotonic() + 30  # the group gets SIGTERM, then SIGKILL after 10 s
-        while _processes_naming(str(tmp_path)) and time.monotonic() < end:
-            time.sleep(0.2)
-        assert _processes_naming(str(tmp_path)) == []
+        assert _left_naming(str(tmp_path)) == []
     finally:  # a server left running must not outlive the test: its group, workers too
         for pid in _processes_naming(str(tmp_path)):
             with contextlib.suppress(ProcessLookupError):  # the server leads its own group
