@@ -96,3 +96,22 @@ def test_every_stage_runs_on_its_declared_keys_only(
         [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
     )
     assert {r.data.tags["node"] for r in children} == set(started)
+
+
+_PRELOADED = """import importlib, sys
+from ssmax.pipeline.executors import preload
+for name in preload({{{0!r}}}):
+    importlib.import_module(name)
+print(sorted(sys.modules))"""
+
+
+@pytest.mark.parametrize("module", ["pretrain", "eval_niah"])
+def test_local_workers_fork_with_what_their_node_imports(module: str) -> None:
+    # The local executor's forkserver imports these once; each node's process forks from it.
+    # A training node's Lightning is imported inside functions; every node opens an MLflow
+    # run in the sqlite store: none of it may be left to each node (~5-10 s apiece).
+    out = subprocess.run([sys.executable, "-c", _PRELOADED.format(module)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    loaded = set(ast.literal_eval(out))
+    assert {"mlflow", "mlflow.store.tracking.sqlalchemy_store", f"ssmax.stages.{module}"} <= loaded
+    assert ("lightning" in loaded) == (module == "pretrain")

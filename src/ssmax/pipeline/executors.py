@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.forkserver
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from ssmax.pipeline.code import stage_code
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
@@ -68,14 +70,16 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     its inputs are finished. Workers fork from a server that has imported the stages once
     (multiprocessing's forkserver): a fresh interpreter per node cost ~13 s of imports.
     Inline stages (no compute) run in this process. A node's output goes to its log file."""
+    context = multiprocessing.get_context("forkserver")
+    todo = {job.module for job in jobs if job.done is None and not job.inline}
+    if todo:  # the server imports while this process opens the MLflow run and orders the nodes
+        context.set_forkserver_preload(preload(todo))
+        multiprocessing.forkserver.ensure_running()
     _adopt(jobs, parent)
     workers = int(cfg.executor.workers)
     timeout_s = 60 * float(cfg.executor.timeout_min)
     threads = max(1, (len(os.sched_getaffinity(0)) // workers))
     logs = Path(cfg.paths.output_dir) / "pipeline" / "logs"
-    context = multiprocessing.get_context("forkserver")
-    modules = sorted({f"ssmax.stages.{job.module}" for job in jobs if not job.inline})
-    context.set_forkserver_preload(["ssmax.pipeline.run", *modules])
     states = {job.name: "cached" for job in jobs if job.done is not None}
     pending = [job for job in jobs if job.name not in states]
     # Longest remaining path first: the long pretrainings start before short evals that wait
@@ -113,6 +117,18 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
         for worker in running.values():
             worker.process.kill()
     return states
+
+
+def preload(stages: set[str]) -> list[str]:
+    """What a worker would import to run a node of these stage modules: the runner, MLflow and
+    its sqlite store (~5 s on 2 cores: every node opens its MLflow run), and every module the
+    stages run (their code, function-level imports included: Lightning comes with training's,
+    not with the stage module itself)."""
+    code = {f for stage in stages for f in stage_code(stage)}
+    names = {"ssmax." + f.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+             for f in code}  # fmt: skip
+    mlflow = ["mlflow", "mlflow.store.tracking.sqlalchemy_store"]
+    return ["ssmax.pipeline.run", "ssmax.tracking", *mlflow, *sorted(names)]
 
 
 class _Worker:
