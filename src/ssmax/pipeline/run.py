@@ -74,14 +74,16 @@ def _finish_later(cfg: DictConfig, directory: Path, run_id: str, job: NodeJob) -
     return finish_later(directory, tracking_uri(cfg), run_id, "FINISHED", _tags(job))
 
 
-def compose_pipeline(
-    overrides: list[str], variant: str | None = None, seed: int | None = None
-) -> DictConfig:
-    """The pipeline config, or one node's (its variant, seed and per-variant overrides)."""
+def compose_pipeline(overrides: list[str]) -> DictConfig:
+    """The pipeline config (its declaration's variants and seeds filled in)."""
     base = compose(*overrides, config_name="pipeline")
-    if variant is None:
-        declared(base)
-        return base
+    declared(base)
+    return base
+
+
+def compose_node(overrides: list[str], base: DictConfig, variant: str, seed: int) -> DictConfig:
+    """One node's config: the pipeline's (base, composed from overrides) for a variant and
+    seed, with that variant's own overrides (pipeline.overrides.<variant>)."""
     extra = list(base.pipeline.overrides.get(variant) or [])
     try:  # a misspelled key among them, named with its neighbours
         check_override_keys(extra, config_name="pipeline")
@@ -116,30 +118,31 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     check_inputs(base)
     decl = declared(base)
     dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
-    configs: dict[tuple[str | None, int | None], DictConfig] = {}
+    configs: dict[tuple[str | None, int | None], tuple[DictConfig, str]] = {}
     jobs: dict[str, NodeJob] = {}
     for node in dag.values():
         key = (node.variant, node.seed)
-        if key not in configs:
-            cfg = base if node.variant is None else compose_pipeline(overrides, *key)
+        if key not in configs:  # one per variant and seed, its YAML written once
+            cfg = base if node.variant is None else compose_node(overrides, base, *key)
             validate(cfg)
             absolute_paths(cfg)
             if _reads(cfg) != _reads(base):  # a variant's overrides name other files
                 check_inputs(cfg)
-            configs[key] = cfg
-        jobs[node.name] = _job(node, decl.stages[node.stage], configs[key], jobs)
+            configs[key] = cfg, OmegaConf.to_yaml(cfg, resolve=True)
+        jobs[node.name] = _job(node, decl.stages[node.stage], *configs[key], jobs)
     return base, list(jobs.values())
 
 
-def _job(node: Node, module: str, cfg: DictConfig, upstream: dict[str, NodeJob]) -> NodeJob:
+def _job(
+    node: Node, module: str, cfg: DictConfig, cfg_yaml: str, upstream: dict[str, NodeJob]
+) -> NodeJob:
     spec = stage_spec(module)
     fp = fingerprint(node.stage, module, spec, cfg, [upstream[i].fingerprint for i in node.inputs])
     directory = node_dir(cfg.paths.output_dir, node.name, fp)
     return NodeJob(
         name=node.name, stage=node.stage, module=module, trains=spec.trains,
-        inline=spec.inline, variant=node.variant, seed=node.seed,
-        cfg_yaml=OmegaConf.to_yaml(cfg, resolve=True), fingerprint=fp, dir=str(directory),
-        input_dirs={i: upstream[i].dir for i in node.inputs},
+        inline=spec.inline, variant=node.variant, seed=node.seed, cfg_yaml=cfg_yaml,
+        fingerprint=fp, dir=str(directory), input_dirs={i: upstream[i].dir for i in node.inputs},
     )  # fmt: skip
 
 
