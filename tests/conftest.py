@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -22,15 +23,32 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This test run's folder: shared by its pytest-xdist workers (each has its own basetemp
+    below it), the basetemp itself in one process."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[str]:
-    """The smoke pipeline (the paper's declaration, in process) run once per session; its
-    overrides. Tests share it: they read it, or account for the runs they add."""
+    """The smoke pipeline (the paper's declaration, in process) run once per test run, by the
+    first worker that needs it (another one waits for it, then reads it); its overrides. Tests
+    share it: they read it, or account for the runs they add. Every stage sees only the keys
+    it declares (pipeline.strict_reads): an undeclared read fails here (test_stage_reads)."""
+    from ssmax.io import atomic_write_json
+    from ssmax.locks import exclusive
     from ssmax.pipeline.__main__ import main
 
-    out = tmp_path_factory.mktemp("smoke-pipeline")
-    overrides = ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={shared_cache}"]
-    assert main(["run", *overrides]) == 0
+    out = run_dir(tmp_path_factory) / "smoke-pipeline"
+    made = out / "overrides.json"
+    with exclusive(out.with_suffix(".lock")):
+        if made.exists():
+            return json.loads(made.read_text())
+        overrides = ["preset=smoke", "pipeline.strict_reads=true", f"paths.output_dir={out}",
+                     f"paths.cache_dir={shared_cache}"]  # fmt: skip
+        assert main(["run", *overrides]) == 0
+        atomic_write_json(made, overrides)
     return overrides
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ssmax.pipeline.run import plan
+from ssmax.pipeline.run import compose_pipeline
 from ssmax.report.ui import start_ui, stop_ui
 from ssmax.tracking import tracking_uri
 
@@ -35,7 +35,7 @@ def _require_browser() -> None:
 @pytest.fixture(scope="module")
 def ui(smoke_pipeline: list[str]):  # noqa: ANN201
     _require_browser()
-    cfg, _ = plan(smoke_pipeline)
+    cfg = compose_pipeline(smoke_pipeline)
     server = start_ui(cfg.paths.output_dir)
     group = os.getpgid(server.process.pid)
     assert group == server.process.pid  # its own session: stopping it stops its workers too
