@@ -54,6 +54,29 @@ def test_switched_variants_pull_in_softmax() -> None:
         build_dag(PAPER, ["z_magic"], [0])
 
 
+def test_targets_plan_their_stages_and_what_they_need(tmp_path: Path, capsys) -> None:
+    # (f)'s Fig. 5 loss needs (a)'s pretraining and its own switch; the nodes are those of the
+    # whole DAG, fingerprints included: a later full run finds them cached.
+    common = ["preset=smoke", "pipeline.variants=[f_switch_during_pretrain]",
+              f"paths.output_dir={tmp_path}"]  # fmt: skip
+    _, whole = plan(common)
+    _, cut = plan([*common, "pipeline.targets=[eval_loss]"])
+    assert [j.name for j in cut] == [
+        "pretrain/a_softmax/seed0", "rope_pretrained/a_softmax/seed0", "eval_loss/a_softmax/seed0",
+        "switch/f_switch_during_pretrain/seed0", "rope_pretrained/f_switch_during_pretrain/seed0",
+        "eval_loss/f_switch_during_pretrain/seed0",
+    ]  # fmt: skip
+    assert {j.name: j.fingerprint for j in cut} == {
+        j.name: j.fingerprint for j in whole if j.name in {c.name for c in cut}
+    }
+    _, pretraining = plan([*common, "pipeline.targets=[pretrain,switch]"])
+    assert [j.stage for j in pretraining] == ["pretrain", "switch"]
+    assert main(["plan", *common, "pipeline.targets=[eval_los]"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pipeline.targets: 'eval_los' is not a stage" in err
+    assert "allowed: pretrain, switch, rope_pretrained, eval_loss," in err
+
+
 def test_scaling_laws_run_beside_a_and_b() -> None:
     decl = load("scaling_laws")
     dag = build_dag(decl, decl.variants, [0])

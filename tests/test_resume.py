@@ -18,8 +18,9 @@ from ssmax.lit.hold import held_marker
 
 pytestmark = pytest.mark.slow
 
-SETTINGS = [
-    "preset=smoke", "pipeline.variants=[a_softmax]", "trainer.pretrain.max_steps=60",
+SETTINGS = [  # (a)'s pretraining alone (pipeline.targets): the node that is killed
+    "preset=smoke", "pipeline.variants=[a_softmax]", "pipeline.targets=[pretrain]",
+    "trainer.pretrain.max_steps=60",
     "trainer.checkpoint_every_n_steps=10", "trainer.log_every_n_steps=1",
     "trainer.deterministic=true",
 ]  # fmt: skip

@@ -69,3 +69,18 @@ def downstream(dag: dict[str, Node], names: set[str]) -> set[str]:
         if any(i in out for i in node.inputs):
             out.add(node.name)
     return out
+
+
+def upstream(dag: dict[str, Node], names: set[str]) -> set[str]:
+    """names and every node they depend on, directly or not."""
+    out = set(names)
+    for node in reversed(list(dag.values())):  # dependants come after their inputs
+        if node.name in out:
+            out.update(node.inputs)
+    return out
+
+
+def only_targets(dag: dict[str, Node], stages: list[str]) -> dict[str, Node]:
+    """The nodes of the given stages and those they need, in the DAG's order."""
+    keep = upstream(dag, {n.name for n in dag.values() if n.stage in stages})
+    return {name: node for name, node in dag.items() if name in keep}

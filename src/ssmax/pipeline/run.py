@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, absolute_paths, check_override_keys, compose, validate
-from ssmax.pipeline.dag import Node, build_dag
+from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
 from ssmax.pipeline.state import node_dir, read_done, read_record, write_done
@@ -102,6 +102,16 @@ def declared(cfg: DictConfig) -> Declaration:
     return decl
 
 
+def checked_targets(targets: list[str], decl: Declaration) -> list[str]:
+    unknown = [t for t in targets if t not in decl.stages]
+    if unknown:
+        raise ConfigError(
+            f"pipeline.targets: {unknown[0]!r} is not a stage of pipeline.file={decl.name}; "
+            f"allowed: {', '.join(decl.stages)}"
+        )
+    return targets
+
+
 def _reads(cfg: DictConfig) -> object:
     """What of a config names files to read (ssmax.inputs.check_inputs checks them)."""
     return OmegaConf.to_container(cfg.data, resolve=True), cfg.init_from, cfg.paths.output_dir
@@ -118,6 +128,8 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     check_inputs(base)
     decl = declared(base)
     dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
+    if base.pipeline.targets:
+        dag = only_targets(dag, checked_targets(list(base.pipeline.targets), decl))
     configs: dict[tuple[str | None, int | None], tuple[DictConfig, str]] = {}
     jobs: dict[str, NodeJob] = {}
     for node in dag.values():
