@@ -301,8 +301,7 @@ class PipelineSettings:
     variants: list[str] | None = rule(None, min_items=1)  # null: the declaration's
     seeds: list[int] | None = rule(None, ge=0, le=MAX_SEED, min_items=1)  # null: the declaration's
     strict_reads: bool = False  # each stage sees only the config keys its SPEC declares
-    # stages to run, each with the nodes it needs ([pretrain]: pretraining only); null: all
-    targets: list[str] | None = rule(None, min_items=1)
+    targets: list[str] | None = rule(None, min_items=1)  # stages to run, with what they need
     overrides: dict[str, list[str]] = rule({})  # one variant's overrides, {b_ssmax: [k=v]}
     switch_fraction: float = rule(0.875, gt=0, lt=1)  # Sec. 3 (f): 175k of 200k steps with softmax
     switch_warmup_fraction: float = rule(0.04, ge=0, le=1)  # Sec. 3 (f): 1,000 of the last 25,000
