@@ -67,8 +67,8 @@ def run_inprocess(
 
 def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
     """Up to executor.workers nodes at once, each in its own process; a node starts as soon as
-    its inputs are finished. Workers fork from a server that has imported the stages once
-    (multiprocessing's forkserver): a fresh interpreter per node cost ~13 s of imports.
+    its inputs are finished. Workers fork from a server that has imported what the stages run
+    once (multiprocessing's forkserver; preload): a fresh interpreter per node cost ~13 s.
     Inline stages (no compute) run in this process. A node's output goes to its log file."""
     context = multiprocessing.get_context("forkserver")
     todo = {job.module for job in jobs if job.done is None and not job.inline}

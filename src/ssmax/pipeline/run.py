@@ -103,6 +103,7 @@ def declared(cfg: DictConfig) -> Declaration:
 
 
 def checked_targets(targets: list[str], decl: Declaration) -> list[str]:
+    """pipeline.targets, each a stage of the declaration (ConfigError: one line)."""
     unknown = [t for t in targets if t not in decl.stages]
     if unknown:
         raise ConfigError(
