@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path)
 
     out = run_dir(tmp_path_factory) / "smoke-pipeline"
     made = out / "overrides.json"
-    with exclusive(out.with_suffix(".lock")):
+    with exclusive(_smoke_lock(tmp_path_factory)):
         if made.exists():
             return json.loads(made.read_text())
         overrides = ["preset=smoke", "pipeline.strict_reads=true", f"paths.output_dir={out}",
@@ -50,6 +51,23 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path)
         assert main(["run", *overrides]) == 0
         atomic_write_json(made, overrides)
     return overrides
+
+
+def _smoke_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_dir(tmp_path_factory) / "smoke-pipeline.lock"
+
+
+@pytest.fixture
+def smoke_pipeline_held(
+    smoke_pipeline: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[str]]:
+    """The smoke pipeline's overrides, its folder held for the test against the other
+    workers' tests: one that adds a pipeline run to it, or reads its latest run (which is
+    half made while another test's run goes on)."""
+    from ssmax.locks import exclusive
+
+    with exclusive(_smoke_lock(tmp_path_factory)):
+        yield smoke_pipeline
 
 
 # `make test` runs two pytest-xdist workers. A module's tests go to one worker (its module

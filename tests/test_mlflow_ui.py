@@ -53,7 +53,9 @@ def test_pipeline_run_and_children_in_the_runs_list(ui) -> None:  # noqa: ANN001
     cfg, server = ui
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)
-    parent = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'", max_results=1)[0]
+    parent = client.search_runs(
+        [exp.experiment_id], "tags.kind = 'pipeline'", max_results=1, order_by=["start_time ASC"]
+    )[0]  # the run that ran the nodes
     children = client.search_runs(
         [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
         max_results=500,

@@ -92,8 +92,8 @@ def to_run(overrides: list[str]) -> set[str]:
 
 
 @pytest.fixture
-def smoke_run(smoke_pipeline: list[str]) -> list[str]:
-    return smoke_pipeline  # the session's smoke pipeline (conftest)
+def smoke_run(smoke_pipeline_held: list[str]) -> list[str]:
+    return smoke_pipeline_held  # the run's smoke pipeline (conftest), held: a test adds a run
 
 
 def test_smoke_pipeline_reports_every_variant(smoke_run: list[str]) -> None:

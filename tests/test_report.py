@@ -147,12 +147,16 @@ def test_report_is_an_artifact_of_the_pipeline_run(smoke: Smoke) -> None:
     cfg = _cfg(smoke)
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)
-    (parent,) = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'", max_results=1)
+    (parent,) = client.search_runs(
+        [exp.experiment_id], "tags.kind = 'pipeline'", max_results=1, order_by=["start_time ASC"]
+    )  # the run that ran the nodes
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"report.md", "report.html", "fig7.png", "fig8.csv", "claims.json"} <= names
 
 
-def test_rebuild_from_disk_and_mlflow(smoke: Smoke, tmp_path: Path, capsys) -> None:
+def test_rebuild_from_disk_and_mlflow(
+    smoke: Smoke, smoke_pipeline_held: list[str], tmp_path: Path, capsys
+) -> None:  # held: the latest pipeline run is whole
     assert report_main(["--output-dir", str(smoke.output_dir), "--dest", str(tmp_path)]) == 0
     assert "report:" in capsys.readouterr().out
     for name in ("claims.json", "results.json", "fig5.csv", "fig8.csv"):
