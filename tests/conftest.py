@@ -35,7 +35,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> list[str]:
     """The smoke pipeline (the paper's declaration, in process) run once per test run, by the
     first worker that needs it (another one waits for it, then reads it); its overrides. Tests
-    share it: they read it, or account for the runs they add. Every stage sees only the keys
+    share it: they read it; one that adds a run or reads the latest holds it (below), and
+    accounts for the runs others added. Every stage sees only the keys
     it declares (pipeline.strict_reads): an undeclared read fails here (test_stage_reads)."""
     from ssmax.io import atomic_write_json
     from ssmax.locks import exclusive
