@@ -36,8 +36,8 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path)
     """The smoke pipeline (the paper's declaration, in process) run once per test run, by the
     first worker that needs it (another one waits for it, then reads it); its overrides. Tests
     share it: they read it; one that adds a run or reads the latest holds it (below), and
-    accounts for the runs others added. Every stage sees only the keys
-    it declares (pipeline.strict_reads): an undeclared read fails here (test_stage_reads)."""
+    accounts for the runs others added. Every stage sees only the keys it declares
+    (pipeline.strict_reads): an undeclared read fails here (test_stage_reads)."""
     from ssmax.io import atomic_write_json
     from ssmax.locks import exclusive
     from ssmax.pipeline.__main__ import main

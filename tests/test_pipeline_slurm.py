@@ -97,8 +97,8 @@ def test_same_fingerprints_and_report_as_in_process(
 ) -> None:
     # beside the run's in-process smoke pipeline (conftest: asked for here, not by smoke_dag,
     # so that another worker has most likely made it by now)
-    inproc = Path(compose_pipeline(smoke_pipeline).paths.output_dir)
-    slurm, inproc = done_records(smoke_dag["out"]), done_records(inproc)
+    inproc_dir = Path(compose_pipeline(smoke_pipeline).paths.output_dir)
+    slurm, inproc = done_records(smoke_dag["out"]), done_records(inproc_dir)
     assert len(slurm) == NODES and len(inproc) == 45
     # the same nodes as in the full in-process DAG; the report covers fewer variants here
     assert {n: r["fingerprint"] for n, r in slurm.items() if n != "report"} == {

@@ -51,17 +51,19 @@ def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> No
     assert "stages/common.py" not in rope  # imported under TYPE_CHECKING only
 
 
-_LOADED = """import sys, ssmax.stages.{0}
-print(sorted(m for m in sys.modules if m.startswith("ssmax.")))"""
+def modules_after(code: str) -> set[str]:
+    """Every module a fresh interpreter holds after running code."""
+    script = f"{code}\nimport sys\nprint(sorted(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    return set(ast.literal_eval(out))
 
 
 @pytest.mark.parametrize("module", ["pretrain", "eval_niah", "report"])
 def test_stage_code_holds_every_module_an_import_loads(module: str) -> None:
     # What importing the stage really loads (module level; the AST also follows function-level
     # imports) is in its code, unless it shapes no result (ssmax.pipeline.code.NO_RESULT).
-    out = subprocess.run([sys.executable, "-c", _LOADED.format(module)], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
-    loaded = {module_file(m) for m in ast.literal_eval(out)} - {None}
+    loaded = {module_file(m) for m in modules_after(f"import ssmax.stages.{module}")} - {None}
     files = {f.relative_to(PACKAGE).as_posix() for f in loaded}
     kept = {f for f in files if not no_result(f)}
     assert kept - set(stage_code(module)) == set()
@@ -115,18 +117,15 @@ def test_local_executor_runs_workers_side_by_side_and_inline_stages_here(
     assert {r.data.tags["node"] for r in children} == set(started)
 
 
-_PRELOADED = """import importlib, sys
+_PRELOADED = """import importlib
 from ssmax.pipeline.executors import preload
-for name in preload({{{0!r}}}):
-    importlib.import_module(name)
-print(sorted(sys.modules))"""
+for name in preload({'pretrain'}):
+    importlib.import_module(name)"""
 
 
 def test_local_workers_fork_with_what_their_node_imports() -> None:
     # The local executor's forkserver imports these once; each node's process forks from it.
     # A training node's Lightning is imported inside functions; every node opens an MLflow
     # run in the sqlite store: none of it may be left to each node (~5-10 s apiece).
-    out = subprocess.run([sys.executable, "-c", _PRELOADED.format("pretrain")],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
-    loaded = set(ast.literal_eval(out))
+    loaded = modules_after(_PRELOADED)
     assert {"mlflow", "mlflow.store.tracking.sqlalchemy_store", "lightning"} <= loaded
