@@ -13,7 +13,8 @@ from ssmax.config import CONF_DIR
 from ssmax.config import compose as make_cfg
 
 __all__ = ["PRESETS", "VARIANTS", "make_cfg"]
-pytest_plugins = ["tests.slurm_fixtures"]  # the session-wide local SLURM cluster
+# the session-wide local SLURM cluster; a tracking server per module that asks for one
+pytest_plugins = ["tests.slurm_fixtures", "tests.tracking_fixtures"]
 
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
 PRESETS = sorted(p.stem for p in (CONF_DIR / "preset").glob("*.yaml"))
@@ -75,7 +76,7 @@ def smoke_pipeline_held(
 # fixtures run once), and these modules, which hold every SLURM test, all to the same one: one
 # local cluster per run (pytest_collection_modifyitems checks that the list is whole).
 SLURM_MODULES = ("test_multirun_slurm.py", "test_pipeline_slurm.py", "test_requeue_slurm.py",
-                 "test_slurm_cluster.py", "test_tracking_server.py")  # fmt: skip
+                 "test_slurm_cluster.py")  # fmt: skip
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,5 +1,6 @@
 """executor=slurm on the local SLURM cluster: submit-and-return, adoption of queued jobs, the
-same results as in process, a failing node and its dependants, profile checks before sbatch."""
+same results as in process, everything logged on a tracking server as a cluster runs it, a
+failing node and its dependants (tracked in sqlite), profile checks before sbatch."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.run import compose_pipeline, plan
 from ssmax.pipeline.slurm import node_states, read_book
 from ssmax.tracking import tracking_uri
+from tests.tracking_fixtures import assert_all_on_server
 
 pytestmark = pytest.mark.slurm
 B_ONLY = "pipeline.variants=[b_ssmax]"  # 8 nodes: enough for failures and profile checks
@@ -54,12 +56,18 @@ def parent_runs(overrides: list[str]) -> list:
 
 
 @pytest.fixture(scope="module")
-def smoke_dag(slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> dict:
-    """The smoke DAG on SLURM: submitted (the client returns), re-invoked while queued, then
-    waited for with `--wait`."""
+def smoke_dag(
+    slurm_cluster,  # noqa: ANN001
+    tracking_server: tuple[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cache: Path,
+) -> dict:
+    """The smoke DAG on SLURM, tracked by a tracking server: submitted (the client returns),
+    re-invoked while queued, then waited for with `--wait`."""
     out = tmp_path_factory.mktemp("slurm")
-    overrides = smoke(out, shared_cache, F_AND_A)
-    facts: dict = {"overrides": overrides, "out": out}
+    uri, artifacts = tracking_server
+    overrides = smoke(out, shared_cache, F_AND_A, f"tracking.tracking_uri={uri}")
+    facts: dict = {"overrides": overrides, "out": out, "server": (uri, artifacts)}
     before = job_count(slurm_cluster)
     cfg, jobs = plan(overrides)
     start = time.perf_counter()
@@ -116,6 +124,13 @@ def test_same_fingerprints_and_report_as_in_process(
                 math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
                 for a, b in zip(got[variant][name], values, strict=True)
             ), (variant, name, got[variant][name], values)
+
+
+def test_everything_logged_on_the_server(smoke_dag: dict) -> None:
+    uri, artifacts = smoke_dag["server"]
+    _, jobs = plan(smoke_dag["overrides"])
+    experiment = compose_pipeline(smoke_dag["overrides"]).tracking.experiment
+    assert_all_on_server(uri, artifacts, smoke_dag["out"], experiment, {j.name for j in jobs})
 
 
 def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, capsys) -> None:

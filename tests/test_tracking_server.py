@@ -1,7 +1,8 @@
-"""A real `mlflow server` (sqlite store, artifacts proxied to its own folder) as a cluster uses
-it: the smoke pipeline of one variant runs against it in process and on the local SLURM
-cluster, and everything it logged is read back through the server's API; nothing lands in
-the client's <output_dir>/mlartifacts. Also `python -m ssmax.tracking.server`
+"""A real `mlflow server` (tests/tracking_fixtures.py) as a cluster uses it: the smoke
+pipeline of one variant runs against it in process, and everything it logged is read back
+through the server's API; nothing lands in the client's <output_dir>/mlartifacts (the same
+on the local SLURM cluster: test_pipeline_slurm). Nodes that create the experiment at once
+share it. Also `python -m ssmax.tracking.server`
 (`make mlflow-server`): it serves, says the URI, stops its process group on SIGTERM, and
 refuses bad input in one line."""
 
@@ -21,54 +22,17 @@ import pytest
 from mlflow import MlflowClient
 
 from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
-from ssmax.report.ui import free_port, start_ui, stop_ui
+from ssmax.report.ui import free_port
 from ssmax.tracking.server import main as server_main
+from tests.tracking_fixtures import assert_all_on_server, group_gone
 
 pytestmark = pytest.mark.slow
 # one variant covers every kind of node: two trainings (pretrain, sft: Lightning's runs with
-# metrics and datasets), evals, export (a registered model) and the report (figures)
+# metrics and datasets), evals, export (a registered model) and the report (figures). The
+# same DAG on SLURM against a server: test_pipeline_slurm (its smoke DAG holds this one).
 ONE_VARIANT = "pipeline.variants=[a_softmax]"
-NODES = (
-    "pretrain",
-    "rope_pretrained",
-    "eval_loss",
-    "sft",
-    "rope_sft",
-    "eval_niah",
-    "export",
-    "report",
-)
-
-
-def _group_gone(pgid: int, deadline_s: float = 30.0) -> bool:
-    """Whether the process group is gone within a generous deadline (stopping is not instant)."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    """A tracking server: sqlite store and artifact destination in its own temporary folder."""
-    home = tmp_path_factory.mktemp("mlflow-server")
-    artifacts = home / "artifacts"
-    running = start_ui(
-        home, backend_uri=f"sqlite:///{home / 'mlflow.db'}",
-        artifacts_destination=artifacts.as_uri(),
-    )  # fmt: skip
-    pgid = os.getpgid(running.process.pid)
-    assert pgid == running.process.pid  # its own group: stopping it stops its workers too
-    try:
-        yield running.url, artifacts
-    finally:
-        stop_ui(running)
-    assert _group_gone(pgid)
 
 
 def _pipeline(out: Path, cache: Path, uri: str, experiment: str, *extra: str) -> list[str]:
@@ -78,53 +42,16 @@ def _pipeline(out: Path, cache: Path, uri: str, experiment: str, *extra: str) ->
     ]  # fmt: skip
 
 
-def _assert_all_on_server(uri: str, artifacts: Path, out: Path, experiment: str) -> None:
-    """Everything the pipeline logged, read back through the server; none of it on the client."""
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(experiment)
-    assert exp.artifact_location.startswith("mlflow-artifacts:")  # the server's, proxied
-    (parent,) = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'")
-    assert parent.info.status == "FINISHED"
-    children = client.search_runs(
-        [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
-    )
-    by_node = {c.data.tags["node"]: c for c in children}
-    assert {n.split("/")[0] for n in by_node} == set(NODES) and len(by_node) == len(NODES)
-    for node in ("pretrain/a_softmax/seed0", "sft/a_softmax/seed0"):
-        run = by_node[node]
-        assert run.info.status == "FINISHED" and run.data.params["seed"] == "0"
-        history = client.get_metric_history(run.info.run_id, "train/loss")
-        assert len(history) > 1 and all(m.value > 0 for m in history)
-        assert run.inputs.dataset_inputs  # the data it read, as MLflow datasets
-        assert "config.yaml" in {a.path for a in client.list_artifacts(run.info.run_id)}
-    # the report and its figures on the pipeline's run, downloaded through the server
-    names = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"report.md", "report.html", "fig7.png", "claims.json", "config.yaml"} <= names
-    got = Path(client.download_artifacts(parent.info.run_id, "fig7.png", str(out / "got")))
-    local = next((out / "pipeline" / "nodes" / "report").rglob("report/fig7.png"))
-    assert got.read_bytes() == local.read_bytes()
-    # the export's model in the run that trained it, and its registered version
-    versions = client.search_model_versions("name = 'ssmax-a_softmax'")
-    trained = {by_node["pretrain/a_softmax/seed0"].info.run_id, by_node["sft/a_softmax/seed0"]
-               .info.run_id}  # fmt: skip
-    assert trained <= {v.run_id for v in versions}  # other pipelines on the server add theirs
-    for run_id in trained:
-        assert "model/MLmodel" in {a.path for a in client.list_artifacts(run_id, "model")}
-    # the files are in the server's artifact destination, none in the client's folder
-    assert any(p.name == "fig7.png" for p in artifacts.rglob("*"))
-    mine = out / "mlartifacts"
-    assert not mine.exists() or not any(mine.iterdir())
-
-
 def test_pipeline_in_process_against_a_server(
-    server, tmp_path: Path, shared_cache: Path, capsys
-) -> None:  # noqa: ANN001
-    uri, artifacts = server
+    tracking_server: tuple[str, Path], tmp_path: Path, shared_cache: Path, capsys
+) -> None:
+    uri, artifacts = tracking_server
     out = tmp_path / "out"
     overrides = _pipeline(out, shared_cache, uri, "inprocess")
     assert main(["run", *overrides]) == 0
     assert f"browse: open {uri}" in capsys.readouterr().out  # not `mlflow ui` over a sqlite
-    _assert_all_on_server(uri, artifacts, out, "inprocess")
+    nodes = {job.name for job in plan(overrides)[1]}
+    assert_all_on_server(uri, artifacts, out, "inprocess", nodes)
     assert not (out / "mlflow.db").exists()  # no store of its own either
     # the report rebuilt from the server's runs (their tags locate the nodes on disk)
     rebuilt = tmp_path / "rebuilt"
@@ -133,17 +60,6 @@ def test_pipeline_in_process_against_a_server(
     assert (rebuilt / "report.md").exists()
     assert report_main(["--output-dir", str(out)]) == 2  # no sqlite: it asks for the URI
     assert "--tracking-uri http://HOST:PORT" in capsys.readouterr().err
-
-
-@pytest.mark.slurm
-def test_pipeline_on_slurm_against_a_server(
-    slurm_cluster, server, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path
-) -> None:  # noqa: ANN001
-    uri, artifacts = server
-    out = tmp_path_factory.mktemp("slurm-server")
-    overrides = _pipeline(out, shared_cache, uri, "slurm", "executor=slurm", "executor.poll_s=1")
-    assert main(["run", *overrides, "--wait"]) == 0
-    _assert_all_on_server(uri, artifacts, out, "slurm")
 
 
 def _read_until(process: subprocess.Popen, text: str, deadline_s: float = 120.0) -> str:
@@ -182,14 +98,14 @@ def test_entry_serves_says_the_uri_and_stops_its_group(tmp_path: Path) -> None:
         assert (tmp_path / "mlflow.db").exists()
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0  # a stop asked for: it ends on SIGTERM ...
-        assert _group_gone(pgid)  # ... with the server and its workers
+        assert group_gone(pgid)  # ... with the server and its workers
         with pytest.raises(ConnectionRefusedError):  # nothing listens (TIME_WAIT may linger)
             socket.create_connection(("127.0.0.1", port), timeout=5)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-        if pgid is not None and not _group_gone(pgid, 0.1):  # a failed test leaves no server
+        if pgid is not None and not group_gone(pgid, 0.1):  # a failed test leaves no server
             os.killpg(pgid, signal.SIGKILL)
 
 
@@ -210,7 +126,9 @@ def test_entry_refuses_bad_input_in_one_line(tmp_path: Path, capsys) -> None:
         assert err.count("\n") == 1 and "cannot write to" in err and str(blocker) in err
 
 
-def test_nodes_creating_the_experiment_at_once_share_it(server, tmp_path: Path) -> None:  # noqa: ANN001
+def test_nodes_creating_the_experiment_at_once_share_it(
+    tracking_server: tuple[str, Path], tmp_path: Path
+) -> None:
     """Jobs on several nodes may each find no experiment and create it (no file lock spans
     machines): the server refuses the second create, and that job reads the first's back."""
     from concurrent.futures import ThreadPoolExecutor
@@ -221,7 +139,7 @@ def test_nodes_creating_the_experiment_at_once_share_it(server, tmp_path: Path) 
     from ssmax.config import compose
     from ssmax.tracking import ensure_experiment
 
-    uri, _ = server
+    uri, _ = tracking_server
     cfg = compose(f"paths.output_dir={tmp_path}", f"tracking.tracking_uri={uri}",
                   "tracking.experiment=raced")  # fmt: skip
     start = Barrier(4)
