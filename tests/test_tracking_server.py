@@ -1,10 +1,9 @@
 """A real `mlflow server` (tests/tracking_fixtures.py) as a cluster uses it: the smoke
 pipeline of one variant runs against it in process, and everything it logged is read back
-through the server's API; nothing lands in the client's <output_dir>/mlartifacts (the same
-on the local SLURM cluster: test_pipeline_slurm). Nodes that create the experiment at once
-share it. Also `python -m ssmax.tracking.server`
-(`make mlflow-server`): it serves, says the URI, stops its process group on SIGTERM, and
-refuses bad input in one line."""
+through the server's API; nothing lands in the client's <output_dir>/mlartifacts (the same on
+the local SLURM cluster: test_pipeline_slurm). Nodes that create the experiment at once share
+it. Also `python -m ssmax.tracking.server` (`make mlflow-server`): it serves, says the URI,
+stops its process group on SIGTERM, and refuses bad input in one line."""
 
 from __future__ import annotations
 
