@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,12 +15,20 @@ import pytest
 from ssmax.config import CONF_DIR
 from ssmax.config import compose as make_cfg
 
-__all__ = ["PRESETS", "VARIANTS", "make_cfg"]
+__all__ = ["PRESETS", "VARIANTS", "make_cfg", "modules_after"]
 # the session-wide local SLURM cluster; a tracking server per module that asks for one
 pytest_plugins = ["tests.slurm_fixtures", "tests.tracking_fixtures"]
 
 VARIANTS = sorted(p.stem for p in (CONF_DIR / "variant").glob("*.yaml"))
 PRESETS = sorted(p.stem for p in (CONF_DIR / "preset").glob("*.yaml"))
+
+
+def modules_after(code: str) -> set[str]:
+    """Every module a fresh interpreter holds after running code."""
+    script = f"{code}\nimport sys\nprint(sorted(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=300).stdout  # fmt: skip
+    return set(ast.literal_eval(out))
 
 
 @pytest.fixture(scope="session")

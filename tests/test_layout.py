@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.conftest import modules_after
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 400
 
@@ -96,15 +98,8 @@ def test_theta_is_scaled_in_one_place() -> None:
 def test_the_evals_and_the_pipeline_start_without_lightning() -> None:
     """Lightning takes seconds to import (~6 s of a job's start on 2 cores): only training
     loads it; an eval, export or report job and the pipeline's client do without."""
-    import subprocess
-    import sys
-
     modules = ["ssmax.stages.eval_loss", "ssmax.stages.eval_niah", "ssmax.stages.export",
                "ssmax.stages.report", "ssmax.pipeline.__main__"]  # fmt: skip
-    loaded = "sorted(m for m in sys.modules if m.split('.')[0] == 'lightning')"
-    check = f"import sys, {', '.join(modules)}; print({loaded})"
-    done = subprocess.run(
-        [sys.executable, "-c", check], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
+    loaded = modules_after("import " + ", ".join(modules))
+    assert set(modules) <= loaded  # the check imported them
+    assert {m for m in loaded if m.split(".")[0] == "lightning"} == set()

@@ -4,10 +4,7 @@ undeclared key fails here instead of escaping the node's fingerprint."""
 
 from __future__ import annotations
 
-import ast
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from ssmax.pipeline.code import PACKAGE, module_file, no_result, stage_code
 from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import only_keys, plan, stage_spec
 from ssmax.tracking import tracking_uri
+from tests.conftest import modules_after
 
 
 def test_only_keys_keeps_declared_and_refuses_the_rest() -> None:
@@ -49,14 +47,6 @@ def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> No
                     ("io.py", "locks.py", "schema_rules.py")]  # fmt: skip
     assert not [f for f in pretrain if f.startswith(("evals/", "report/"))]
     assert "stages/common.py" not in rope  # imported under TYPE_CHECKING only
-
-
-def modules_after(code: str) -> set[str]:
-    """Every module a fresh interpreter holds after running code."""
-    script = f"{code}\nimport sys\nprint(sorted(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout  # fmt: skip
-    return set(ast.literal_eval(out))
 
 
 @pytest.mark.parametrize("module", ["pretrain", "eval_niah", "report"])
