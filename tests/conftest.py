@@ -1,4 +1,5 @@
-"""Shared fixtures: composed configs and a session-wide data cache (tokenizers train once)."""
+"""Shared fixtures and helpers: composed configs, a session-wide data cache (tokenizers train
+once), the shared smoke pipeline, and `modules_after` (what a fresh interpreter imports)."""
 
 from __future__ import annotations
 
