@@ -14,8 +14,14 @@ WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
 mkdir -p "$OUT"
 if ! python3 -c "import hydra, mlflow, submitit, ssmax" 2>/dev/null; then
-  python3 -m pip install -q --no-index --find-links "$WHEELS" -r "$WHEELS/requirements.txt"
-  python3 -m pip install -q --no-index --find-links "$WHEELS" --no-deps -e .
+  if python3 -m pip install -q --no-index --find-links "$WHEELS" -r "$WHEELS/requirements.txt"; then
+    python3 -m pip install -q --no-index --find-links "$WHEELS" --no-deps -e .
+  else  # a version the machine holds refused a wheel's needs: the wheels as they are, on top
+    echo "gpu_bench.sh: pip could not resolve the wheels against this Python's packages;" \
+         "installing them unresolved into /tmp/site (PYTHONPATH)" >&2
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "$WHEELS"/*.whl
+    export PYTHONPATH="/tmp/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+  fi
 fi
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")" | tee "$OUT/device.txt"
 for one in $PARTS; do
