@@ -8,6 +8,7 @@ starts from an empty folder, as if the failure never happened."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -174,6 +175,16 @@ def test_entry_points_exit_2_with_one_line(
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
     assert not out.exists()
+
+
+def test_gpu_bench_script_refuses_an_unknown_part_before_any_work(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_bench.sh"
+    env = os.environ | {"OUT": str(tmp_path / "out")}
+    done = subprocess.run(["bash", str(script), "niah", "mfu"], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == "gpu_bench.sh: unknown part 'mfu' (allowed: niah, evals, step)\n"
+    assert not (tmp_path / "out").exists()  # nothing installed, nothing written
 
 
 def test_mlflow_ui_on_a_busy_port_is_one_line(
