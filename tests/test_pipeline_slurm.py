@@ -128,9 +128,9 @@ def test_same_fingerprints_and_report_as_in_process(
 
 def test_everything_logged_on_the_server(smoke_dag: dict) -> None:
     uri, artifacts = smoke_dag["server"]
-    _, jobs = plan(smoke_dag["overrides"])
-    experiment = compose_pipeline(smoke_dag["overrides"]).tracking.experiment
-    assert_all_on_server(uri, artifacts, smoke_dag["out"], experiment, {j.name for j in jobs})
+    cfg, jobs = plan(smoke_dag["overrides"])
+    nodes = {j.name for j in jobs}
+    assert_all_on_server(uri, artifacts, smoke_dag["out"], cfg.tracking.experiment, nodes)
 
 
 def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, capsys) -> None:
