@@ -167,8 +167,8 @@ def measure_gpu_rates(args: argparse.Namespace, cfg: DictConfig) -> None:
 
         measured.record(None, name, cfg.model.name, "eval_loss", value=loss_s, length=length,
                         batch=batch, how=how(compiled), **common)  # fmt: skip
-        how_niah = (f"{how(niah_compiled)}, run_niah: embedded text, {data.tokenizer} "
-                    f"tokenizer, {niah.BUILDERS} builders, 8 new tokens")  # fmt: skip
+        how_niah = (f"{how(niah_compiled)}, run_niah: embedded text, {data.tokenizer} tokenizer, "
+                    f"{niah.BUILDER_PROCESSES} builder processes, 8 new tokens")  # fmt: skip
         measured.record(None, name, cfg.model.name, "niah", value=niah_s, length=context,
                         batch=step, how=how_niah, **common)  # fmt: skip
         print(f"    recorded in {measured.DEFAULT_FILE}")

@@ -10,13 +10,13 @@ backend order or with cuDNN first), on the preset's model with random prompts of
 - sample: ms per sample of greedy_decode_batch (prefill, then 7 steps), the rate the goal names
   (issue 19: <= 10 ms at 8k on an H100);
 - the CUDA kernels of one eager decoding step, longest first (which attention kernel runs);
-- building the prompts on this machine's CPU (embedded test text, GPT-2's BPE), as run_niah
-  does it beside the device: ms per prompt, to hold against the sample's ms, at 1 to 8
-  threads, then at every context of the eval (eval.niah.context_multiples x N);
-- a node's rate: run_niah end to end as an eval_niah node runs it (those prompts built by
-  niah.BUILDERS threads while the device decodes, the preset's eval.niah.compile), ms per
-  sample beside decoding the same prompts alone: the figure a NIAH node pays, which
-  bench_evals.py records for `plan`.
+- building the prompts on this machine's CPU (embedded test text, GPT-2's BPE): ms per prompt,
+  to hold against the sample's ms, by 1 to 8 threads and by processes (as run_niah builds
+  beside a GPU), then at every context of the eval (eval.niah.context_multiples x N);
+- a node's rate: run_niah end to end as an eval_niah node runs it (prompts built by builder
+  processes while the device decodes, the preset's eval.niah.compile), ms per sample beside
+  decoding the same prompts alone and beside builder threads: the figure a NIAH node pays,
+  which bench_evals.py records for `plan`.
 
 A way is mode:first, e.g. compiled:cudnn: eager or compiled, and the SDPA backend tried first
 (torch: torch's own order; cudnn, flash, efficient, math: that one, then the others).
@@ -29,6 +29,7 @@ On the CPU it runs the smoke preset at a small size: a check that the script wor
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
@@ -90,27 +91,42 @@ def embedded_data(preset: str, vocab_size: int) -> DictConfig:
 
 
 def building_time(
-    context: int, batch: int, builders: int, batches: int = 3, longest: int | None = None
-) -> float:
+    context: int, batch: int, builders: int | None, batches: int = 3, longest: int | None = None,
+    processes: bool = False,
+) -> float:  # fmt: skip
     """Seconds per prompt of ``context`` tokens built by prompt_batches with ``builders``
-    threads (after one batch), its documents counted up to ``longest`` as in an eval."""
+    threads or processes (after one batch), its documents counted up to ``longest`` as in an
+    eval."""
     data = embedded_data("paper", 50257)
+    if processes:
+        started(builders or niah.BUILDER_PROCESSES)
     built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
-                           batch * (batches + 1), builders=builders, longest=longest)  # fmt: skip
-    next(built)  # the tokenizer's tables, the thread pool
+                           batch * (batches + 1), builders=builders, longest=longest,
+                           processes=processes)  # fmt: skip
+    next(built)  # the tokenizer's tables, the pool
     start = time.perf_counter()
     count = sum(len(part) for _, _, part in built)
     return (time.perf_counter() - start) / count
 
 
+def started(processes: int, timeout: float = 300) -> None:
+    """Returns once each of run_niah's ``processes`` builder processes has started and taken a
+    task: they start on demand, each importing torch and this script (seconds), and a pool
+    still starting would be timed as slow building."""
+    pool, seen, start = niah._builder_processes(processes), set(), time.perf_counter()
+    while len(seen) < processes and time.perf_counter() - start < timeout:
+        seen |= {f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]}
+        time.sleep(0.05)
+
+
 def node_rate(
     model: Transformer, data: DictConfig, context: int, batch: int, compiled: bool,
-    batches: int = 3,
+    batches: int = 3, processes: bool | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """Seconds per sample of run_niah at ``context`` as a NIAH node runs it: prompts of the
-    embedded test text built by niah.BUILDERS threads while the device decodes ``batch`` at a
-    time (after one call that compiles and warms; per sample of ``batches`` batches beyond a
-    first); and of decoding the same prompts alone."""
+    embedded test text built (by run_niah's builders, or by processes or threads) while the
+    device decodes ``batch`` at a time (after one call that compiles and warms; per sample of
+    ``batches`` batches beyond a first); and of decoding the same prompts alone."""
     device, tokenizer = model_device(model), load_tokenizer(data)
 
     def clock(fn: Callable[[], object]) -> float:  # one call, already warm
@@ -120,11 +136,11 @@ def node_rate(
 
     def run(n: int, seed: int) -> object:
         return run_niah(model, tokenizer, data, [context], [0.5], n, seed, batch_size=batch,
-                        compile=compiled)  # fmt: skip
+                        compile=compiled, processes=processes)  # fmt: skip
 
     run(batch, seed=1)  # compiles; the tokenizer's tables
     # a node's steady rate: what `batches` more batches cost, without the start every call
-    # pays (the builder threads, the documents counted ahead), which a node pays once
+    # pays (the builders, the documents counted ahead), which a node pays once
     node = clock(lambda: run(batch + samples, seed=0)) - clock(lambda: run(batch, seed=0))
     node /= samples
     built = prompt_batches(tokenizer, data, [(context, batch)], [0.5], samples, seed=0)
@@ -205,26 +221,31 @@ def main() -> None:
     if cuda:
         print("\nkernels of one eager decoding step (torch's backend order):")
         print("\n".join(top_kernels(model, ids)))
-    print(f"\nprompts of {context:,} tokens built on this CPU ({niah.BUILDERS} threads in the "
-          f"eval), ms per prompt and as a multiple of the first way's sample:")  # fmt: skip
-    for builders in sorted({1, 2, 4, 8, niah.BUILDERS}):
-        built = building_time(context, batch, builders)
-        print(f"  {builders} threads: {built * 1e3:6.2f} ms  {built / first:5.2f}x")
+    print(f"\nprompts of {context:,} tokens built on this CPU ({niah.BUILDERS} threads or "
+          f"{niah.BUILDER_PROCESSES} processes in the eval), ms per prompt and as a multiple "
+          f"of the first way's sample:")  # fmt: skip
+    builders = [(n, False) for n in sorted({1, 2, 4, 8, niah.BUILDERS})]
+    for n, processes in [*builders, *((n, True) for n in sorted({4, niah.BUILDER_PROCESSES}))]:
+        built = building_time(context, batch, n, processes=processes)
+        kind = "processes" if processes else "threads"
+        print(f"  {n} {kind}: {built * 1e3:6.2f} ms  {built / first:5.2f}x")
     n, multiples = cfg.data.seq_len, cfg.eval.niah.context_multiples
     longest = int(max(multiples) * n)  # every context of the eval: short ones cost less
     contexts = [int(m * n) for m in multiples]
-    print(f"at each context of the eval, {niah.BUILDERS} threads: " + ", ".join(
-        f"{c:,}: {building_time(c, batch, niah.BUILDERS, longest=longest) * 1e3:.2f} ms"
+    print("at each context of the eval, built as run_niah builds on this device: " + ", ".join(
+        f"{c:,}: {building_time(c, batch, None, longest=longest, processes=cuda) * 1e3:.2f} ms"
         for c in contexts))  # fmt: skip
     compiled = bool(cfg.eval.niah.compile)
     data = embedded_data(cfg.preset.name, mc.vocab_size)
-    node, alone = node_rate(model, data, context, batch, compiled)
-    print(
-        f"\na NIAH node's rate at {context:,} tokens (run_niah, embedded test text, "
-        f"{data.tokenizer} tokenizer, batch {batch}, compile={compiled}, {niah.BUILDERS} "
-        f"builders): {node * 1e3:.2f} ms per sample; the same prompts decoded alone "
-        f"{alone * 1e3:.2f} ms ({node / alone:.2f}x: above 1, building holds the device up)"
-    )
+    for processes in (True, False):
+        node, alone = node_rate(model, data, context, batch, compiled, processes=processes)
+        kind = f"{niah.BUILDER_PROCESSES} processes" if processes else f"{niah.BUILDERS} threads"
+        print(
+            f"\na NIAH node's rate at {context:,} tokens (run_niah, embedded test text, "
+            f"{data.tokenizer} tokenizer, batch {batch}, compile={compiled}, builders: {kind}): "
+            f"{node * 1e3:.2f} ms per sample; the same prompts decoded alone {alone * 1e3:.2f} "
+            f"ms ({node / alone:.2f}x: above 1, building holds the device up)"
+        )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # python3 from the wheels in WHEELS (scripts/offline_wheels.py made them) unless it imports
 # already, then runs what `make bench PRESET=paper` runs on a GPU and copies the output and
 # bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step ...]
-# (default: niah evals; step compiles a model a variant, minutes).
+# (default: niah evals; step compiles a model a variant, minutes). NIAH_WAYS: bench_niah's --ways.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
@@ -26,7 +26,7 @@ fi
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else \"no GPU\")" | tee "$OUT/device.txt"
 for one in $PARTS; do
   case $one in
-    niah) python3 bench/bench_niah.py --ways eager:torch,compiled:torch,compiled:cudnn ;;
+    niah) python3 bench/bench_niah.py --ways "${NIAH_WAYS:-eager:torch,compiled:torch,compiled:cudnn}" ;;
     evals) python3 bench/bench_evals.py --preset paper ;;
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
   esac 2>&1 | tee "$OUT/bench_$one.txt"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -79,6 +80,19 @@ def test_bpe_round_trip_and_cache(cache: Path, bpe) -> None:
     mtime = path.stat().st_mtime_ns
     again = load_tokenizer(data_cfg(cache))  # cached: no retraining, same fingerprint
     assert path.stat().st_mtime_ns == mtime and again.name == bpe.name
+
+
+@pytest.mark.parametrize("kind", ["bpe", "gpt2"])
+def test_tokenizers_pickle_as_where_they_came_from(cache: Path, kind: str) -> None:
+    """NIAH's builder processes get the tokenizer with every task: it pickles as its file or
+    name (a few hundred bytes, not its tables) and loads once a process."""
+    over = {"tokenizer": "gpt2", "vocab_size": 50257} if kind == "gpt2" else {}
+    tok = load_tokenizer(data_cfg(cache, **over))
+    data = pickle.dumps(tok)
+    text = "The special magic Lisbon number is: 1234567."
+    again = pickle.loads(data)
+    assert len(data) < 300 and again.name == tok.name and again.encode(text) == tok.encode(text)
+    assert pickle.loads(data) is again  # one instance a process: token_bytes' tables built once
 
 
 @pytest.mark.parametrize(

@@ -229,13 +229,15 @@ def test_run_niah_batched_equals_one_at_a_time(data_cfg: DictConfig, tokenizer: 
     assert batched == one and len(one) == 16
 
 
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "processes"])
 def test_prompt_batches_are_the_prompts_drawn_one_at_a_time(
-    data_cfg: DictConfig, tokenizer: Tokenizer
+    data_cfg: DictConfig, tokenizer: Tokenizer, processes: bool
 ) -> None:
-    """Builder threads and token counts taken ahead change no prompt: each is the next needle
-    and haystack in order, as one loop drawing them one at a time gets them."""
+    """Builders (threads, or spawned processes as beside a GPU) and token counts taken ahead
+    change no prompt: each is the next needle and haystack in order, as one loop drawing them
+    one at a time gets them."""
     cells, depths, n = [(128, 3), (192, 2)], (0.1, 0.7), 4
-    batches = prompt_batches(tokenizer, data_cfg, cells, depths, n, seed=3)
+    batches = prompt_batches(tokenizer, data_cfg, cells, depths, n, seed=3, processes=processes)
     built = [s for _, _, part in batches for s in part]
     rng, texts, alone = random.Random(3), test_texts(data_cfg, seed=3), []
     for (context, _), depth in itertools.product(cells, depths):

@@ -5,6 +5,7 @@ Both end every document with an EOS token; ``name`` is a fingerprint used in cac
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import logging
@@ -75,11 +76,14 @@ class BPETokenizer(Tokenizer):
     def __init__(self, path: Path, vocab_size: int) -> None:
         from tokenizers import Tokenizer as HFTokenizer
 
-        self._tok = HFTokenizer.from_file(str(path))
+        self._tok, self._path = HFTokenizer.from_file(str(path)), str(path)
         digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
         self.name = f"bpe{vocab_size}-{digest}"
         self.vocab_size = vocab_size  # the model's size; trained ids are all below it
         self.eos_id = self._tok.token_to_id(EOS_TEXT)
+
+    def __reduce__(self) -> tuple:  # pickled as its file: one instance a process (its tables)
+        return _bpe_at, (self._path, self.vocab_size)
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
@@ -93,6 +97,11 @@ class BPETokenizer(Tokenizer):
         return [bytes(byte[c] for c in token) for token, _ in vocab]
 
 
+@functools.cache
+def _bpe_at(path: str, vocab_size: int) -> BPETokenizer:
+    return BPETokenizer(Path(path), vocab_size)
+
+
 class GPT2Tokenizer(Tokenizer):
     """tiktoken's unmodified "gpt2" encoding; the EOS text in documents stays plain text."""
 
@@ -103,6 +112,9 @@ class GPT2Tokenizer(Tokenizer):
         self.name = "gpt2-tiktoken"
         self.vocab_size = self._enc.n_vocab
         self.eos_id = self._enc.eot_token
+
+    def __reduce__(self) -> tuple:  # pickled by name: one instance a process (its tables)
+        return _gpt2, ()
 
     def encode(self, text: str) -> list[int]:  # the batch call starts a thread pool each time
         return self._enc.encode_ordinary(text)
@@ -120,6 +132,11 @@ class GPT2Tokenizer(Tokenizer):
 
     def vocab_bytes(self) -> list[bytes]:
         return [self._enc.decode_single_token_bytes(i) for i in range(self._enc.n_vocab)]
+
+
+@functools.cache
+def _gpt2() -> GPT2Tokenizer:
+    return GPT2Tokenizer()
 
 
 def train_bpe(texts: list[str], vocab_size: int) -> str:

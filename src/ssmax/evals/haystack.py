@@ -77,23 +77,24 @@ def counted_ahead(
     cap: int | None = None,
 ) -> Iterator[tuple[str, int]]:  # fmt: skip
     """(document, its token count) in the order of ``texts``, the counts taken ``ahead``
-    documents in advance by ``pool`` (the encoders release the GIL): take_counted's input.
+    documents in advance by ``pool`` (threads or processes): take_counted's input.
     cap: a document with more tokens is counted as far as a cut past cap (encoded_prefix): a
     count >= cap, which take_counted treats as the whole count for any n_tokens <= cap."""
-
-    def count(text: str) -> int:
-        if cap is None:
-            return len(tokenizer.encode(text))
-        return len(encoded_prefix(tokenizer, text, cap, CHARS_PER_TOKEN * cap)[1])
-
     pending: deque[tuple[str, Future[int]]] = deque()
     for text in texts:
-        pending.append((text, pool.submit(count, text)))
+        pending.append((text, pool.submit(count_tokens, tokenizer, text, cap)))
         if len(pending) > ahead:
             done, tokens = pending.popleft()
             yield done, tokens.result()
     for done, tokens in pending:
         yield done, tokens.result()
+
+
+def count_tokens(tokenizer: Tokenizer, text: str, cap: int | None = None) -> int:
+    """The tokens of text, or, past ``cap``, a count >= cap (counted_ahead's)."""
+    if cap is None:
+        return len(tokenizer.encode(text))
+    return len(encoded_prefix(tokenizer, text, cap, CHARS_PER_TOKEN * cap)[1])
 
 
 def _insertion_point(haystack: str, target: int, tolerance: int, limit: int) -> int:

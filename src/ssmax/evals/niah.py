@@ -9,8 +9,8 @@ samples per cell, after SFT and with RoPE theta x50. Choices where the paper is 
   fixed ``answer_tokens`` (8: enough for " " + 7 digits under any byte-level BPE). The prompts
   of one (context, depth) cell have one length, so they are decoded together, ``batch_size`` at
   a time (on a GPU one prompt at a time is kernel launches, not compute): every row is decoded
-  exactly as it would be alone (tests/test_evals_niah.py). Background threads build the next
-  prompts while the device decodes (~8 ms a prompt of 8k tokens with GPT-2's BPE, 2 cores).
+  exactly as it would be alone (tests/test_evals_niah.py). Builders make the next prompts
+  while the device decodes: threads on the CPU, processes beside a GPU (builder_pool).
   ``compile``: the prefill and the decoding step under torch.compile with symbolic shapes, one
   graph each for every prompt and cache length.
 - Scoring on decoded characters: the first run of digits in the answer is the reply; "full" if
@@ -20,11 +20,14 @@ samples per cell, after SFT and with RoPE theta x50. Choices where the paper is 
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
 import random
 import re
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from itertools import product, repeat
 
@@ -49,10 +52,15 @@ from ssmax.model import KVCache, Transformer
 DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)
 SCORES = ("full", "first_digit", "wrong")
 AUTO_MAX_BATCH = 64  # prompts decoded together under batch_size=auto on a GPU
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
 # Threads cutting prompts: the encoders release the GIL, the rest holds it. At most one a
 # core (2 cores: 2 threads 5.6 ms per 8k prompt, 4 threads 6.1, medians of 5) and at most 4
 # (an H100 host's 16 cores, before one encode of the whole tail: 4 threads 20 ms, 8 threads 52).
-BUILDERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
+BUILDERS = min(4, CORES)
+# Beside a GPU, processes: the decoding thread gives up the GIL at every eager op and extern
+# kernel of a compiled graph and waited to retake it from the builder threads (H100, 8k: a
+# node 12.98 ms a sample, the same prompts decoded alone 9.22, built alone 6.11 by 4 threads).
+BUILDER_PROCESSES = min(8, CORES)
 
 
 @dataclass
@@ -146,14 +154,16 @@ def prompt_batches(
     answer_tokens: int = ANSWER_TOKENS,
     builders: int | None = None,
     longest: int | None = None,
+    processes: bool = False,
 ) -> Iterator[tuple[int, float, list[NeedleSample]]]:
     """(context, depth, prompts) for every (context, depth) cell, ``batch`` prompts at a time
     for each (context, batch) of ``cells``. The needles and haystacks are drawn in order (the
-    same draws as one at a time); ``builders`` threads (default BUILDERS) cut them into prompts.
-    longest: the documents are counted up to it (default: the longest context of ``cells``)."""
+    same draws as one at a time); ``builders`` threads or processes (builder_pool) cut them
+    into prompts. longest: the documents are counted up to it (default: the longest context
+    of ``cells``)."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
     longest = max(longest or 0, *(c for c, _ in cells))
-    with ThreadPoolExecutor(builders or BUILDERS) as pool:
+    with builder_pool(processes, builders) as pool:
         docs = counted_ahead(texts, tokenizer, pool, cap=longest)
         for (context, batch), depth in product(cells, depths):
             for a in range(0, samples_per_cell, batch):
@@ -167,6 +177,21 @@ def prompt_batches(
                 yield context, depth, list(part)
 
 
+def builder_pool(processes: bool, builders: int | None = None) -> AbstractContextManager[Executor]:
+    """``builders`` threads (default BUILDERS), shut down on leaving, or spawned processes
+    (default BUILDER_PROCESSES), started once a process and kept: each imports torch and the
+    main module (seconds). A tokenizer pickles as its file or name, loaded once a process."""
+    if not processes:
+        return ThreadPoolExecutor(builders or BUILDERS)
+    return nullcontext(_builder_processes(builders or BUILDER_PROCESSES))
+
+
+@functools.cache
+def _builder_processes(n: int) -> ProcessPoolExecutor:
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process that holds CUDA
+    return ProcessPoolExecutor(n, mp_context=spawn)
+
+
 def run_niah(
     model: Transformer,
     tokenizer: Tokenizer,
@@ -178,13 +203,17 @@ def run_niah(
     answer_tokens: int = ANSWER_TOKENS,
     batch_size: int | str = 1,
     compile: bool = False,
+    processes: bool | None = None,
 ) -> list[NeedleRecord]:
     """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6.
-    A background thread builds the prompts (prompt_batches) while the device decodes them
-    ``batch_size`` at a time (niah_batch), never across cells."""
+    Builders make the prompts (prompt_batches) while the device decodes them ``batch_size`` at
+    a time (niah_batch), never across cells. processes: build in processes rather than threads
+    (default: where the model is on a GPU)."""
     cells = [(c, niah_batch(model, batch_size, samples_per_cell, c)) for c in context_sizes]
+    if processes is None:
+        processes = model_device(model).type == "cuda"
     batches = prompt_batches(tokenizer, data_cfg, cells, depths, samples_per_cell, seed,
-                             answer_tokens)  # fmt: skip
+                             answer_tokens, processes=processes)  # fmt: skip
     records = []
     for context, depth, part in prefetch(batches, depth=2):
         ids = [s.ids for s in part]
