@@ -32,6 +32,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 
 import torch
 from omegaconf import DictConfig
@@ -41,7 +42,13 @@ from ssmax.config import compose, model_config, variant_config
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import niah
 from ssmax.evals.common import cache_dtype, device_autocast, model_device, sdpa_first
-from ssmax.evals.niah import greedy_decode_batch, last_hidden, prompt_batches, run_niah
+from ssmax.evals.niah import (
+    builder_pool,
+    greedy_decode_batch,
+    last_hidden,
+    prompt_batches,
+    run_niah,
+)
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
@@ -98,24 +105,24 @@ def building_time(
     threads or processes (after one batch), its documents counted up to ``longest`` as in an
     eval."""
     data = embedded_data("paper", 50257)
-    if processes:
-        started(builders or niah.BUILDER_PROCESSES)
-    built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
-                           batch * (batches + 1), builders=builders, longest=longest,
-                           processes=processes)  # fmt: skip
-    next(built)  # the tokenizer's tables, the pool
-    start = time.perf_counter()
-    count = sum(len(part) for _, _, part in built)
-    return (time.perf_counter() - start) / count
+    with builder_pool(processes, builders) as pool:
+        if processes:
+            started(pool, builders or niah.BUILDER_PROCESSES)
+        built = prompt_batches(load_tokenizer(data), data, [(context, batch)], [0.5],
+                               batch * (batches + 1), pool=pool, longest=longest)  # fmt: skip
+        next(built)  # the tokenizer's tables
+        start = time.perf_counter()
+        count = sum(len(part) for _, _, part in built)
+        return (time.perf_counter() - start) / count
 
 
-def started(processes: int, timeout: float = 300) -> None:
-    """Returns once each of run_niah's ``processes`` builder processes has started and taken a
+def started(pool: Executor, n: int, timeout: float = 300) -> None:
+    """Returns once each of the ``n`` builder processes of ``pool`` has started and taken a
     task: they start on demand, each importing torch and this script (seconds), and a pool
     still starting would be timed as slow building."""
-    pool, seen, start = niah._builder_processes(processes), set(), time.perf_counter()
-    while len(seen) < processes and time.perf_counter() - start < timeout:
-        seen |= {f.result() for f in [pool.submit(os.getpid) for _ in range(processes)]}
+    seen, start = set(), time.perf_counter()
+    while len(seen) < n and time.perf_counter() - start < timeout:
+        seen |= {f.result() for f in [pool.submit(os.getpid) for _ in range(n)]}
         time.sleep(0.05)
 
 
@@ -124,10 +131,12 @@ def node_rate(
     batches: int = 3, processes: bool | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """Seconds per sample of run_niah at ``context`` as a NIAH node runs it: prompts of the
-    embedded test text built (by run_niah's builders, or by processes or threads) while the
-    device decodes ``batch`` at a time (after one call that compiles and warms; per sample of
-    ``batches`` batches beyond a first); and of decoding the same prompts alone."""
+    embedded test text built by processes or threads (default: as run_niah on this device)
+    while the device decodes ``batch`` at a time (after one call that compiles and warms; per
+    sample of ``batches`` batches beyond a first); and of decoding the same prompts alone."""
     device, tokenizer = model_device(model), load_tokenizer(data)
+    processes = device.type == "cuda" if processes is None else processes  # as run_niah
+    pool = builder_pool(processes)
 
     def clock(fn: Callable[[], object]) -> float:  # one call, already warm
         return timed(fn, 1, device, warm_up=False)
@@ -136,13 +145,16 @@ def node_rate(
 
     def run(n: int, seed: int) -> object:
         return run_niah(model, tokenizer, data, [context], [0.5], n, seed, batch_size=batch,
-                        compile=compiled, processes=processes)  # fmt: skip
+                        compile=compiled, builders=pool)  # fmt: skip
 
-    run(batch, seed=1)  # compiles; the tokenizer's tables
-    # a node's steady rate: what `batches` more batches cost, without the start every call
-    # pays (the builders, the documents counted ahead), which a node pays once
-    node = clock(lambda: run(batch + samples, seed=0)) - clock(lambda: run(batch, seed=0))
-    node /= samples
+    with pool:
+        if processes:
+            started(pool, niah.BUILDER_PROCESSES)
+        run(batch, seed=1)  # compiles; the tokenizer's tables
+        # a node's steady rate: what `batches` more batches cost, without the start every
+        # call pays (the documents counted ahead) and a node's pool pays once
+        node = clock(lambda: run(batch + samples, seed=0)) - clock(lambda: run(batch, seed=0))
+        node /= samples
     built = prompt_batches(tokenizer, data, [(context, batch)], [0.5], samples, seed=0)
     prompts = [[s.ids for s in part] for _, _, part in built]  # run's prompts, token for token
 

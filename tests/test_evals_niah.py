@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import multiprocessing
 import random
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from ssmax.evals.haystack import (
 from ssmax.evals.niah import (
     SCORES,
     accuracy_grid,
+    builder_pool,
     greedy_decode,
     greedy_decode_batch,
     prompt_batches,
@@ -237,8 +239,9 @@ def test_prompt_batches_are_the_prompts_drawn_one_at_a_time(
     change no prompt: each is the next needle and haystack in order, as one loop drawing them
     one at a time gets them."""
     cells, depths, n = [(128, 3), (192, 2)], (0.1, 0.7), 4
-    batches = prompt_batches(tokenizer, data_cfg, cells, depths, n, seed=3, processes=processes)
-    built = [s for _, _, part in batches for s in part]
+    with builder_pool(processes) as pool:
+        batches = prompt_batches(tokenizer, data_cfg, cells, depths, n, seed=3, pool=pool)
+        built = [s for _, _, part in batches for s in part]
     rng, texts, alone = random.Random(3), test_texts(data_cfg, seed=3), []
     for (context, _), depth in itertools.product(cells, depths):
         for _ in range(n):
@@ -247,6 +250,28 @@ def test_prompt_batches_are_the_prompts_drawn_one_at_a_time(
             alone.append(build_sample(tokenizer, hay, city, number, context, depth,
                                       template=data_cfg.sft_prompt))  # fmt: skip
     assert built == alone and len({s.number for s in built}) > 1
+
+
+def _prompts_in_builder_processes(data_cfg: DictConfig) -> None:
+    """A node beside a GPU: prompts from builder processes of its own, then exit."""
+    tokenizer = load_tokenizer(data_cfg)
+    with builder_pool(processes=True, builders=2) as pool:
+        parts = prompt_batches(tokenizer, data_cfg, [(128, 2)], (0.5,), 2, pool=pool)
+        assert sum(len(part) for _, _, part in parts) == 2
+
+
+def test_a_node_process_with_builder_processes_exits(data_cfg: DictConfig) -> None:
+    """A node runs in a non-daemonic child process (the local executor's) and builds its NIAH
+    prompts in processes of its own beside a GPU: when done, they end and the node exits. A
+    pool kept for a process's life hung it there: multiprocessing joins a child's children
+    before threading's exit hooks would have shut the pool down."""
+    spawn = multiprocessing.get_context("spawn")
+    node = spawn.Process(target=_prompts_in_builder_processes, args=(data_cfg,))
+    node.start()
+    node.join(timeout=300)  # ~15 s on 2 cores; a hang never ends
+    if node.is_alive():
+        node.kill()
+    assert node.exitcode == 0
 
 
 @pytest.mark.slow  # inductor compiles two graphs on the CPU: ~30 s

@@ -20,14 +20,13 @@ samples per cell, after SFT and with RoPE theta x50. Choices where the paper is 
 
 from __future__ import annotations
 
-import functools
 import multiprocessing
 import os
 import random
 import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import product, repeat
 
@@ -58,8 +57,8 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
 # (an H100 host's 16 cores, before one encode of the whole tail: 4 threads 20 ms, 8 threads 52).
 BUILDERS = min(4, CORES)
 # Beside a GPU, processes: the decoding thread gives up the GIL at every eager op and extern
-# kernel of a compiled graph and waited to retake it from the builder threads (H100, 8k: a
-# node 12.98 ms a sample, the same prompts decoded alone 9.22, built alone 6.11 by 4 threads).
+# kernel of a compiled graph and waited to retake it from builder threads (H100, 8k: a node
+# 13.27 ms a sample with 4 threads, 9.98 with 8 processes; the prompts decoded alone 9.4).
 BUILDER_PROCESSES = min(8, CORES)
 
 
@@ -152,18 +151,17 @@ def prompt_batches(
     samples_per_cell: int,
     seed: int = 0,
     answer_tokens: int = ANSWER_TOKENS,
-    builders: int | None = None,
+    pool: Executor | None = None,
     longest: int | None = None,
-    processes: bool = False,
 ) -> Iterator[tuple[int, float, list[NeedleSample]]]:
     """(context, depth, prompts) for every (context, depth) cell, ``batch`` prompts at a time
     for each (context, batch) of ``cells``. The needles and haystacks are drawn in order (the
-    same draws as one at a time); ``builders`` threads or processes (builder_pool) cut them
-    into prompts. longest: the documents are counted up to it (default: the longest context
-    of ``cells``)."""
+    same draws as one at a time); ``pool``'s builders (builder_pool; default: BUILDERS threads
+    of this call's own) cut them into prompts. longest: the documents are counted up to it
+    (default: the longest context of ``cells``)."""
     rng, texts = random.Random(seed), test_texts(data_cfg, seed=seed)
     longest = max(longest or 0, *(c for c, _ in cells))
-    with builder_pool(processes, builders) as pool:
+    with nullcontext(pool) if pool else builder_pool(processes=False) as pool:
         docs = counted_ahead(texts, tokenizer, pool, cap=longest)
         for (context, batch), depth in product(cells, depths):
             for a in range(0, samples_per_cell, batch):
@@ -177,19 +175,20 @@ def prompt_batches(
                 yield context, depth, list(part)
 
 
-def builder_pool(processes: bool, builders: int | None = None) -> AbstractContextManager[Executor]:
-    """``builders`` threads (default BUILDERS), shut down on leaving, or spawned processes
-    (default BUILDER_PROCESSES), started once a process and kept: each imports torch and the
-    main module (seconds). A tokenizer pickles as its file or name, loaded once a process."""
+def builder_pool(processes: bool, builders: int | None = None) -> Executor:
+    """Prompt builders, shut down when its ``with`` block ends: ``builders`` threads (default
+    BUILDERS) or spawned processes (default BUILDER_PROCESSES). Processes start on demand, each
+    importing torch and the main module (seconds): a node keeps one pool for all its cells. A
+    tokenizer pickles as its file or name, loaded once a process."""
     if not processes:
         return ThreadPoolExecutor(builders or BUILDERS)
-    return nullcontext(_builder_processes(builders or BUILDER_PROCESSES))
-
-
-@functools.cache
-def _builder_processes(n: int) -> ProcessPoolExecutor:
     spawn = multiprocessing.get_context("spawn")  # no fork of a process that holds CUDA
-    return ProcessPoolExecutor(n, mp_context=spawn)
+    return ProcessPoolExecutor(builders or BUILDER_PROCESSES, mp_context=spawn)
+
+
+def model_builders(model: Transformer) -> Executor:
+    """run_niah's builders for the model's device: processes beside a GPU, threads on the CPU."""
+    return builder_pool(processes=model_device(model).type == "cuda")
 
 
 def run_niah(
@@ -203,27 +202,25 @@ def run_niah(
     answer_tokens: int = ANSWER_TOKENS,
     batch_size: int | str = 1,
     compile: bool = False,
-    processes: bool | None = None,
+    builders: Executor | None = None,
 ) -> list[NeedleRecord]:
     """One record per (context size, depth, sample); run under ``scaled_rope_theta`` for Fig. 6.
-    Builders make the prompts (prompt_batches) while the device decodes them ``batch_size`` at
-    a time (niah_batch), never across cells. processes: build in processes rather than threads
-    (default: where the model is on a GPU)."""
+    ``builders`` make the prompts (prompt_batches; default: model_builders, this call's own)
+    while the device decodes them ``batch_size`` at a time (niah_batch), never across cells."""
     cells = [(c, niah_batch(model, batch_size, samples_per_cell, c)) for c in context_sizes]
-    if processes is None:
-        processes = model_device(model).type == "cuda"
-    batches = prompt_batches(tokenizer, data_cfg, cells, depths, samples_per_cell, seed,
-                             answer_tokens, processes=processes)  # fmt: skip
     records = []
-    for context, depth, part in prefetch(batches, depth=2):
-        ids = [s.ids for s in part]
-        tokens = greedy_decode_batch(model, ids, answer_tokens, tokenizer.eos_id, compile)
-        for s, answer_ids in zip(part, tokens, strict=True):
-            answer = tokenizer.decode(answer_ids)
-            score = score_answer(answer, s.number)
-            records.append(
-                NeedleRecord(context, depth, s.city, s.number, answer, score, s.needle_depth)
-            )
+    with nullcontext(builders) if builders else model_builders(model) as pool:
+        batches = prompt_batches(tokenizer, data_cfg, cells, depths, samples_per_cell, seed,
+                                 answer_tokens, pool)  # fmt: skip
+        for context, depth, part in prefetch(batches, depth=2):
+            ids = [s.ids for s in part]
+            tokens = greedy_decode_batch(model, ids, answer_tokens, tokenizer.eos_id, compile)
+            for s, answer_ids in zip(part, tokens, strict=True):
+                answer = tokenizer.decode(answer_ids)
+                score = score_answer(answer, s.number)
+                records.append(
+                    NeedleRecord(context, depth, s.city, s.number, answer, score, s.needle_depth)
+                )
     return records
 
 

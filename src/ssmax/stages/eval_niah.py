@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+from concurrent.futures import Executor
 from typing import Any
 
 from omegaconf import DictConfig
@@ -17,7 +18,7 @@ from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 from ssmax.evals.common import scaled_rope_theta, sdpa_first
 from ssmax.evals.copying import copy_gain
 from ssmax.evals.needle_score import needle_score_map, top_needle_scores
-from ssmax.evals.niah import accuracy_grid, run_niah
+from ssmax.evals.niah import accuracy_grid, model_builders, run_niah
 from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
 from ssmax.stages.spec import StageSpec
@@ -41,12 +42,13 @@ def run(ctx: StageContext) -> dict[str, Any]:
     cfg, spec = ctx.cfg, ctx.only_input()
     model = load_model(cfg, spec["weights"])
     tokenizer = load_tokenizer(cfg.data)
-    with sdpa_first(cfg.eval.sdpa_first):
+    with sdpa_first(cfg.eval.sdpa_first), model_builders(model) as builders:  # one pool a node
         with scaled_rope_theta(model, spec["rope_factor"]):
-            out, metrics = scaled_theta_evals(ctx, model, tokenizer)
+            out, metrics = scaled_theta_evals(ctx, model, tokenizer, builders)
         base = list(cfg.eval.niah.base_theta_multiples or [])
         if base:  # the same test with the training theta: is the skill there before theta x50?
-            out["base_theta_accuracy"] = accuracy = base_theta_niah(cfg, model, tokenizer, base)
+            accuracy = base_theta_niah(cfg, model, tokenizer, base, builders)
+            out["base_theta_accuracy"] = accuracy
             metrics |= {f"eval/niah_base_theta_at_{k}x": v for k, v in accuracy.items()}
     if ctx.run_id:
         log_metrics(cfg, ctx.run_id, metrics)
@@ -54,7 +56,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
 
 def scaled_theta_evals(
-    ctx: StageContext, model: Transformer, tokenizer: Tokenizer
+    ctx: StageContext, model: Transformer, tokenizer: Tokenizer, builders: Executor
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """NIAH, the needle scores and the copy probe, all with the model as it is (theta x50)."""
     cfg = ctx.cfg
@@ -64,7 +66,7 @@ def scaled_theta_evals(
         model, tokenizer, cfg.data, [m * train_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
         answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
-        compile=settings.compile,
+        compile=settings.compile, builders=builders,
     )  # fmt: skip
     path = ctx.out_dir / "records.jsonl"
     path.write_text("".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records))
@@ -91,8 +93,9 @@ def scaled_theta_evals(
 
 
 def base_theta_niah(
-    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, multiples: list
-) -> dict[str, float]:
+    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, multiples: list,
+    builders: Executor,
+) -> dict[str, float]:  # fmt: skip
     """NIAH accuracy (mean over depths) at the given multiples with the training theta (the
     model as loaded, outside scaled_rope_theta)."""
     settings = cfg.eval.niah
@@ -100,7 +103,7 @@ def base_theta_niah(
         model, tokenizer, cfg.data, [m * cfg.data.seq_len for m in multiples],
         list(settings.depths), settings.samples, seed=cfg.seed,
         answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
-        compile=settings.compile,
+        compile=settings.compile, builders=builders,
     )  # fmt: skip
     _, _, grid = accuracy_grid(records, "full")
     return {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
