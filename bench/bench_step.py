@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import logging
+import os
 import statistics
 import subprocess
 import time
@@ -253,8 +254,13 @@ def today() -> str:
 
 
 def git_commit() -> str:
-    """The checkout's short commit ("" outside a git checkout)."""
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    """The commit measured: BENCH_COMMIT where set (the device tool's copy of the tree sits on
+    a stale .git, whose HEAD is not what runs), else the checkout's short commit, "-dirty"
+    when the tree differs from it ("" outside a git checkout)."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
+    cmd = ["git", "describe", "--always", "--dirty", "--abbrev=7"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
     return out.stdout.strip() if out.returncode == 0 else ""
 
 

@@ -4,6 +4,8 @@
 # already, then runs what `make bench PRESET=paper` runs on a GPU and copies the output and
 # bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step ...]
 # (default: niah evals; step compiles a model a variant, minutes). NIAH_WAYS: bench_niah's --ways.
+# BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
+# the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
