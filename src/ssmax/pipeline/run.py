@@ -123,11 +123,11 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     file is checked first (ConfigError: one line)."""
     from ssmax.inputs import check_inputs
 
-    base = compose_pipeline(overrides)
+    base = compose(*overrides, config_name="pipeline")
+    decl = declared(base)  # compose_pipeline, keeping the declaration
     validate(base)
     absolute_paths(base)
     check_inputs(base)
-    decl = declared(base)
     dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
     if base.pipeline.targets:
         dag = only_targets(dag, checked_targets(list(base.pipeline.targets), decl))
