@@ -1,5 +1,6 @@
 """Shared fixtures and helpers: composed configs, a session-wide data cache (tokenizers train
-once), the shared smoke pipeline, and `modules_after` (what a fresh interpreter imports)."""
+once), the shared smoke pipeline and `first_pipeline_run` (its run that ran the nodes), and
+`modules_after` (what a fresh interpreter imports)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,19 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ssmax.config import CONF_DIR
 from ssmax.config import compose as make_cfg
 
-__all__ = ["PRESETS", "VARIANTS", "make_cfg", "modules_after"]
+if TYPE_CHECKING:  # mlflow is imported where it is used: every worker imports this module
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+    from omegaconf import DictConfig
+
+__all__ = ["PRESETS", "VARIANTS", "first_pipeline_run", "make_cfg", "modules_after"]
 # the session-wide local SLURM cluster; a tracking server per module that asks for one
 pytest_plugins = ["tests.slurm_fixtures", "tests.tracking_fixtures"]
 
@@ -30,6 +37,21 @@ def modules_after(code: str) -> set[str]:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=True, timeout=300).stdout  # fmt: skip
     return set(ast.literal_eval(out))
+
+
+def first_pipeline_run(cfg: DictConfig) -> tuple[MlflowClient, Run]:
+    """A client of cfg's store and the experiment's first pipeline run: the one that ran the
+    nodes (later runs of the same pipeline found them cached)."""
+    from mlflow import MlflowClient
+
+    from ssmax.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment)
+    (run,) = client.search_runs(
+        [exp.experiment_id], "tags.kind = 'pipeline'", max_results=1, order_by=["start_time ASC"]
+    )
+    return client, run
 
 
 @pytest.fixture(scope="session")

@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
 
 from ssmax.pipeline.run import compose_pipeline
 from ssmax.report.ui import start_ui, stop_ui
-from ssmax.tracking import tracking_uri
+from tests.conftest import first_pipeline_run
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +50,10 @@ def test_pipeline_run_and_children_in_the_runs_list(ui) -> None:  # noqa: ANN001
     from playwright.sync_api import sync_playwright
 
     cfg, server = ui
-    client = MlflowClient(tracking_uri(cfg))
-    exp = client.get_experiment_by_name(cfg.tracking.experiment)
-    parent = client.search_runs(
-        [exp.experiment_id], "tags.kind = 'pipeline'", max_results=1, order_by=["start_time ASC"]
-    )[0]  # the run that ran the nodes
+    client, parent = first_pipeline_run(cfg)
+    exp_id = parent.info.experiment_id
     children = client.search_runs(
-        [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
+        [exp_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
         max_results=500,
     )  # fmt: skip
     names = sorted(c.info.run_name for c in children)
@@ -68,7 +64,7 @@ def test_pipeline_run_and_children_in_the_runs_list(ui) -> None:  # noqa: ANN001
         try:
             # tall enough that the grid renders every row (it virtualises the rest)
             page = browser.new_page(viewport={"width": 1600, "height": 2400})
-            page.goto(f"{server.url}/#/experiments/{exp.experiment_id}/runs")
+            page.goto(f"{server.url}/#/experiments/{exp_id}/runs")
             run_link = page.get_by_role("link", name=parent.info.run_name, exact=True)
             run_link.wait_for(timeout=90_000)
             child = page.get_by_role("link", name="report", exact=True)

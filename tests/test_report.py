@@ -12,7 +12,6 @@ from typing import Any
 
 import matplotlib.image
 import pytest
-from mlflow import MlflowClient
 
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
@@ -20,8 +19,7 @@ from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.claims import VERDICTS, claims
 from ssmax.report.gather import Results
 from ssmax.report.render import RULE
-from ssmax.tracking import tracking_uri
-from tests.conftest import make_cfg
+from tests.conftest import first_pipeline_run, make_cfg
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EVALUATED = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias",
@@ -144,12 +142,7 @@ def test_html_is_self_contained(smoke: Smoke) -> None:
 
 
 def test_report_is_an_artifact_of_the_pipeline_run(smoke: Smoke) -> None:
-    cfg = _cfg(smoke)
-    client = MlflowClient(tracking_uri(cfg))
-    exp = client.get_experiment_by_name(cfg.tracking.experiment)
-    (parent,) = client.search_runs(
-        [exp.experiment_id], "tags.kind = 'pipeline'", max_results=1, order_by=["start_time ASC"]
-    )  # the run that ran the nodes
+    client, parent = first_pipeline_run(_cfg(smoke))
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"report.md", "report.html", "fig7.png", "fig8.csv", "claims.json"} <= names
 
