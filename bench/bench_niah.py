@@ -128,14 +128,13 @@ def started(pool: Executor, n: int, timeout: float = 300) -> None:
 
 def node_rate(
     model: Transformer, data: DictConfig, context: int, batch: int, compiled: bool,
-    batches: int = 3, processes: bool | None = None,
+    batches: int = 3, processes: bool = True,
 ) -> tuple[float, float]:  # fmt: skip
     """Seconds per sample of run_niah at ``context`` as a NIAH node runs it: prompts of the
-    embedded test text built by processes or threads (default: as run_niah on this device)
-    while the device decodes ``batch`` at a time (after one call that compiles and warms; per
-    sample of ``batches`` batches beyond a first); and of decoding the same prompts alone."""
+    embedded test text built by processes (as run_niah beside a GPU) or threads while the
+    device decodes ``batch`` at a time (after one call that compiles and warms; per sample of
+    ``batches`` batches beyond a first); and of decoding the same prompts alone."""
     device, tokenizer = model_device(model), load_tokenizer(data)
-    processes = device.type == "cuda" if processes is None else processes  # as run_niah
     pool = builder_pool(processes)
 
     def clock(fn: Callable[[], object]) -> float:  # one call, already warm

@@ -70,6 +70,7 @@ def smoke_dag(
     facts: dict = {"overrides": overrides, "out": out, "server": (uri, artifacts)}
     before = job_count(slurm_cluster)
     cfg, jobs = plan(overrides)
+    facts["tracked"] = (cfg.tracking.experiment, {job.name for job in jobs})  # the server check
     start = time.perf_counter()
     assert run_pipeline(cfg, jobs, overrides, log=lambda line: None) == 0  # the generic runner
     facts["submit_s"] = time.perf_counter() - start
@@ -128,9 +129,8 @@ def test_same_fingerprints_and_report_as_in_process(
 
 def test_everything_logged_on_the_server(smoke_dag: dict) -> None:
     uri, artifacts = smoke_dag["server"]
-    cfg, jobs = plan(smoke_dag["overrides"])
-    nodes = {j.name for j in jobs}
-    assert_all_on_server(uri, artifacts, smoke_dag["out"], cfg.tracking.experiment, nodes)
+    experiment, nodes = smoke_dag["tracked"]
+    assert_all_on_server(uri, artifacts, smoke_dag["out"], experiment, nodes)
 
 
 def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, capsys) -> None:
