@@ -1,0 +1,61 @@
+"""The claims' statistics: the t-interval and the power of the paired t-test, against published
+values and against a simulation of the test itself."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ssmax.report.stats import Interval, paired_t_power, seeds_for_power, t975
+
+
+def test_t_quantiles_are_students() -> None:
+    # tables: t(0.975; 1) = 12.706, t(0.975; 2) = 4.303, t(0.975; 30) = 2.042; normal: 1.960
+    assert t975(1) == pytest.approx(12.706, abs=1e-3)
+    assert t975(2) == pytest.approx(4.303, abs=1e-3)
+    assert t975(30) == pytest.approx(2.042, abs=1e-3)
+    assert t975(10**7) == pytest.approx(1.960, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("d", "n"),
+    # Cohen's d of the paired differences -> n for power 0.8, two-sided alpha 0.05: the
+    # published values of the paired (one-sample) t-test (G*Power; Cohen 1988, Table 2.4.1)
+    [(0.2, 199), (0.5, 34), (0.8, 15), (1.0, 10)],
+)
+def test_seeds_for_power_matches_the_published_sample_sizes(d: float, n: int) -> None:
+    assert seeds_for_power(d, 1.0) == n
+    assert seeds_for_power(-d, 1.0) == n  # a contradiction is decided by as many
+    assert seeds_for_power(3 * d, 3.0) == n  # only the ratio counts
+    assert paired_t_power(d, 1.0, n) >= 0.8 > paired_t_power(d, 1.0, n - 1)
+
+
+def test_power_is_what_the_test_does_in_simulation() -> None:
+    """The chance that the 95% interval of n paired differences excludes 0, drawn 40,000
+    times from a normal with mean d and sd 1, against the formula (binomial se ~0.002)."""
+    rng = np.random.default_rng(0)
+    for d, n in ((1.0, 10), (0.5, 8)):
+        x = rng.normal(d, 1.0, size=(40_000, n))
+        half = t975(n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+        decided = (np.abs(x.mean(axis=1)) > half).mean()
+        assert decided == pytest.approx(paired_t_power(d, 1.0, n), abs=0.01)
+
+
+def test_edges_of_power() -> None:
+    assert seeds_for_power(0.0, 1.0) == math.inf  # no effect: no count decides it
+    assert seeds_for_power(math.nan, 1.0) == math.inf
+    assert seeds_for_power(0.3, 0.0) == 2  # no spread: two seeds decide it
+    assert seeds_for_power(1e-4, 1.0) == math.inf  # beyond any experiment (> 10,000 seeds)
+    assert paired_t_power(1.0, 1.0, 1) == 0.0
+    assert 0.99 < paired_t_power(0.5, 1.0, 5000) <= 1.0  # far tail: no nan
+
+
+def test_interval_gives_the_seeds_it_would_take() -> None:
+    i = Interval.of([0.1, 0.3, -0.1, 0.5, 0.2])  # mean 0.2, sd 0.2236: d = 0.894
+    assert i.sd == pytest.approx(0.223607, abs=1e-6)
+    assert i.verdict() == "inconclusive" and i.seeds_needed() == seeds_for_power(0.2, i.sd)
+    assert 10 <= i.seeds_needed() <= 14
+    assert math.isnan(Interval.of([0.1]).seeds_needed())
+    assert Interval.of([0.95, 0.97, 0.96]).seeds_needed(0.9) == seeds_for_power(0.06, 0.01)
