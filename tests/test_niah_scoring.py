@@ -1,0 +1,226 @@
+"""NIAH scoring on hand-made records with known answers (no model, no decoding): score_answer,
+accuracy_grid, the eval_niah stage's per-multiple accuracy and the claim metrics niah / niah@k.
+
+Every expected number below is written by hand from CELLS, not computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from ssmax.evals.niah import NeedleRecord, accuracy_grid, score_answer
+from ssmax.report.claims import niah_mean, values_of
+from ssmax.report.gather import Results, Settings
+from ssmax.stages import eval_niah
+from ssmax.stages.common import StageContext
+
+N = 128  # training length: contexts 128, 256, 512 are multiples 1, 2, 4
+NUMBER = "8106422"
+
+# Decoded answers by kind, and the score each must get against NUMBER.
+ANSWERS: dict[str, tuple[str, str]] = {
+    "F": (" 8106422", "full"),
+    "D": (" 8106423", "first_digit"),  # right first digit only
+    "L": (" 81064221", "first_digit"),  # a longer number is not the number
+    "W": (" 1106422", "wrong"),
+    "Z": (" 08106422", "wrong"),  # zero-padded: its first digit is 0, not 8
+    "X": (" Tokyo, I think.", "wrong"),  # no digits at all
+}
+
+# (context, depth) -> the answers of that cell's samples; a different count per cell.
+CELLS: dict[tuple[int, float], str] = {
+    (128, 0.1): "FFFW",  # full 3/4  loose 3/4
+    (128, 0.5): "FDWX",  # full 1/4  loose 2/4
+    (128, 0.9): "DL",  #   full 0/2  loose 2/2
+    (256, 0.1): "FZ",  #   full 1/2  loose 1/2
+    (256, 0.5): "D",  #    full 0/1  loose 1/1
+    (256, 0.9): "FFL",  #  full 2/3  loose 3/3
+    (512, 0.1): "XX",  #   full 0/2  loose 0/2  (no digits anywhere in the cell)
+    (512, 0.5): "FDD",  #  full 1/3  loose 3/3
+    (512, 0.9): "F",  #    full 1/1  loose 1/1
+}
+CONTEXTS, DEPTHS, MULTIPLES = [128, 256, 512], [0.1, 0.5, 0.9], [1, 2, 4]
+FULL_GRID = [
+    [3 / 4, 1 / 4, 0],
+    [1 / 2, 0, 2 / 3],
+    [0, 1 / 3, 1],
+]
+LOOSE_GRID = [
+    [3 / 4, 2 / 4, 1],
+    [1 / 2, 1, 1],
+    [0, 1, 1],
+]
+# mean over depths of each row (each cell weighs the same, whatever its sample count)
+FULL_AT = {"1": 1 / 3, "2": 7 / 18, "4": 4 / 9}  # (3/4+1/4+0)/3, (1/2+0+2/3)/3, (0+1/3+1)/3
+LOOSE_AT = {"1": 3 / 4, "2": 5 / 6, "4": 2 / 3}  # (3/4+1/2+1)/3, (1/2+1+1)/3, (0+1+1)/3
+NIAH_PAST_1X = 5 / 12  # (7/18 + 4/9) / 2; over every multiple it would be 7/18
+
+
+def records_of(cells: dict[tuple[int, float], str], seed: int = 1) -> list[NeedleRecord]:
+    """One scored record per answer letter of every cell, in a shuffled order whose first
+    appearances of contexts and of depths are not sorted (order of arrival must not matter)."""
+    records = [
+        NeedleRecord(context, depth, "Tokyo", NUMBER, ANSWERS[kind][0],
+                     score_answer(ANSWERS[kind][0], NUMBER), depth)
+        for (context, depth), kinds in cells.items()
+        for kind in kinds
+    ]  # fmt: skip
+    random.Random(seed).shuffle(records)
+    for key in ("context", "depth"):
+        seen = list(dict.fromkeys(getattr(r, key) for r in records))
+        assert len(seen) == 1 or seen != sorted(seen), f"pick another seed: {key}s arrive sorted"
+    return records
+
+
+def stage_outputs(
+    monkeypatch: pytest.MonkeyPatch,
+    out_dir: Path,
+    records: list[NeedleRecord],
+    multiples: list[int] = MULTIPLES,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """eval_niah's scaled_theta_evals on these records (run_niah replaced), its outputs through
+    JSON as the report reads them from the done record."""
+    cfg = OmegaConf.create({
+        "seed": 0,
+        "data": {"seq_len": N},
+        "eval": {
+            "niah": {"context_multiples": multiples, "depths": DEPTHS, "samples": 4,
+                     "max_new_tokens": 8, "batch_size": 1, "compile": False},
+            "needle_scores": None,
+            "copy_probe": None,
+        },
+    })  # fmt: skip
+    asked: list[list[int]] = []
+
+    def fake_run_niah(model: Any, tokenizer: Any, data: Any, contexts: list[int],
+                      *args: Any, **kwargs: Any) -> list[NeedleRecord]:  # fmt: skip
+        asked.append(list(contexts))
+        return list(records)
+
+    monkeypatch.setattr(eval_niah, "run_niah", fake_run_niah)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ctx = StageContext("eval_niah/b_ssmax/seed0", "eval_niah", cfg, out_dir, {})
+    out, metrics = eval_niah.scaled_theta_evals(ctx, None, None, None)  # type: ignore[arg-type]
+    assert asked == [[m * N for m in multiples]]
+    return json.loads(json.dumps(out)), metrics
+
+
+def approx_grid(grid: list[list[float]]) -> list[Any]:
+    return [pytest.approx(row, abs=1e-12) for row in grid]
+
+
+@pytest.mark.parametrize("kind", ANSWERS)
+def test_hand_answers_score_as_labelled(kind: str) -> None:
+    answer, score = ANSWERS[kind]
+    assert score_answer(answer, NUMBER) == score
+
+
+def test_full_and_loose_grids() -> None:
+    records = records_of(CELLS)
+    assert len(records) == 22
+    contexts, depths, full = accuracy_grid(records, "full")
+    assert contexts == CONTEXTS and depths == DEPTHS
+    assert full.tolist() == approx_grid(FULL_GRID)
+    contexts, depths, loose = accuracy_grid(records, "first_digit")
+    assert contexts == CONTEXTS and depths == DEPTHS
+    assert loose.tolist() == approx_grid(LOOSE_GRID)
+    assert accuracy_grid(records)[2].tolist() == full.tolist()  # "full" is the default
+
+
+def test_grid_does_not_depend_on_record_order() -> None:
+    grids = [accuracy_grid(records_of(CELLS, seed), "full")[2].tolist() for seed in (1, 2, 4)]
+    assert grids[0] == grids[1] == grids[2]
+
+
+def test_repeated_and_unsorted_contexts_pool_into_one_sorted_row() -> None:
+    """Records of one cell arriving in several runs count as one cell with every sample."""
+    first = records_of({(512, 0.5): "FD", (128, 0.5): "W", (256, 0.5): "F"})
+    again = records_of({(512, 0.5): "WWF", (128, 0.5): "F", (256, 0.5): "D"}, seed=3)
+    contexts, depths, grid = accuracy_grid(first + again, "full")
+    assert contexts == [128, 256, 512] and depths == [0.5]
+    assert grid.tolist() == approx_grid([[1 / 2], [1 / 2], [2 / 5]])
+
+
+def test_an_unmeasured_cell_is_nan_not_zero() -> None:
+    records = records_of({(256, 0.9): "F", (128, 0.1): "D", (256, 0.1): "W"}, seed=0)
+    _, _, grid = accuracy_grid(records, "first_digit")
+    assert grid[0, 0] == 1 and math.isnan(grid[0, 1]) and grid[1, 0] == 0 and grid[1, 1] == 1
+
+
+def test_stage_outputs_per_multiple_accuracy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out, metrics = stage_outputs(monkeypatch, tmp_path, records_of(CELLS))
+    assert out["context_multiples"] == MULTIPLES and out["depths"] == DEPTHS
+    assert out["accuracy"] == pytest.approx(FULL_AT, abs=1e-12)
+    assert out["first_digit_accuracy"] == pytest.approx(LOOSE_AT, abs=1e-12)
+    assert out["accuracy_grid"] == approx_grid(FULL_GRID)
+    assert out["first_digit_accuracy_grid"] == approx_grid(LOOSE_GRID)
+    assert metrics == pytest.approx({f"eval/niah_at_{m}x": v for m, v in FULL_AT.items()})
+    written = [json.loads(line) for line in Path(out["records"]).read_text().splitlines()]
+    assert sorted((r["context"], r["depth"], r["answer"], r["score"]) for r in written) == sorted(
+        (c, d, ANSWERS[k][0], ANSWERS[k][1]) for (c, d), kinds in CELLS.items() for k in kinds
+    )
+
+
+def test_base_theta_accuracy_per_multiple(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = OmegaConf.create({"seed": 0, "data": {"seq_len": N}, "eval": {"niah": {
+        "depths": DEPTHS, "samples": 4, "max_new_tokens": 8, "batch_size": 1, "compile": False,
+    }}})  # fmt: skip
+    records = records_of(CELLS)
+    monkeypatch.setattr(eval_niah, "run_niah", lambda *a, **k: list(records))
+    got = eval_niah.base_theta_niah(cfg, None, None, MULTIPLES, None)  # type: ignore[arg-type]
+    assert got == pytest.approx(FULL_AT, abs=1e-12)
+
+
+def test_niah_claim_metric_is_the_mean_past_1x(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    table, _ = stage_outputs(monkeypatch, tmp_path / "b0", records_of(CELLS))
+    all_full, _ = stage_outputs(
+        monkeypatch, tmp_path / "b1", records_of({cell: "F" * len(k) for cell, k in CELLS.items()})
+    )
+    none_past_1x = {cell: kinds if cell[0] == N else "W" * len(kinds)
+                    for cell, kinds in CELLS.items()}  # fmt: skip
+    softmax, _ = stage_outputs(monkeypatch, tmp_path / "a0", records_of(none_past_1x))
+    assert niah_mean(table, beyond=1) == pytest.approx(NIAH_PAST_1X, abs=1e-12)
+    assert niah_mean(table, beyond=None) == pytest.approx(7 / 18, abs=1e-12)  # every multiple
+    assert niah_mean(table, beyond=2) == pytest.approx(4 / 9, abs=1e-12)
+    assert niah_mean({}, beyond=1) is None
+
+    inputs = {
+        "eval_niah/b_ssmax/seed0": table,
+        "eval_niah/b_ssmax/seed1": all_full,
+        "eval_niah/a_softmax/seed0": softmax,
+        "eval_loss/b_ssmax/seed0": {"loss_at": {"2": 3.0}},  # another stage: not NIAH
+    }
+    results = Results.from_inputs(inputs, Settings("test", [0, 1], N))
+    assert values_of(results, "niah", "b_ssmax") == pytest.approx({0: NIAH_PAST_1X, 1: 1.0})
+    assert values_of(results, "niah", "a_softmax") == {0: 0.0}  # its 1x answers do not count
+    assert values_of(results, "niah@1", "a_softmax") == pytest.approx({0: 1 / 3})
+    assert values_of(results, "niah@2", "b_ssmax") == pytest.approx({0: 7 / 18, 1: 1.0})
+    assert values_of(results, "niah@4", "b_ssmax") == pytest.approx({0: 4 / 9, 1: 1.0})
+    assert values_of(results, "niah@8", "b_ssmax") == {}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: scaled_theta_evals and niah_mean pair eval.niah.context_multiples in config "
+    "order with accuracy_grid's rows in sorted context order",
+)
+def test_unsorted_multiples_keep_each_multiple_with_its_own_row(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out, _ = stage_outputs(monkeypatch, tmp_path, records_of(CELLS), multiples=[4, 1, 2])
+    assert out["accuracy"] == pytest.approx(FULL_AT, abs=1e-12)
+    assert out["first_digit_accuracy"] == pytest.approx(LOOSE_AT, abs=1e-12)
+    rows = dict(zip(out["context_multiples"], out["accuracy_grid"], strict=True))
+    assert rows == {m: approx_grid(FULL_GRID)[i] for i, m in enumerate(MULTIPLES)}
+    assert niah_mean(out, beyond=1) == pytest.approx(NIAH_PAST_1X, abs=1e-12)
