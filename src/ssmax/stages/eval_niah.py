@@ -18,7 +18,7 @@ from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 from ssmax.evals.common import scaled_rope_theta, sdpa_first
 from ssmax.evals.copying import copy_gain
 from ssmax.evals.needle_score import needle_score_map, top_needle_scores
-from ssmax.evals.niah import accuracy_grid, model_builders, run_niah
+from ssmax.evals.niah import NeedleRecord, accuracy_grid, model_builders, run_niah
 from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
 from ssmax.stages.spec import StageSpec
@@ -70,13 +70,7 @@ def scaled_theta_evals(
     )  # fmt: skip
     path = ctx.out_dir / "records.jsonl"
     path.write_text("".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records))
-    out: dict[str, Any] = {"records": str(path), "context_multiples": multiples}
-    for level in ("full", "first_digit"):
-        _, depths, grid = accuracy_grid(records, level)
-        key = "accuracy" if level == "full" else "first_digit_accuracy"
-        out[key] = {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
-        out[f"{key}_grid"] = grid.tolist()
-    out["depths"] = depths
+    out: dict[str, Any] = {"records": str(path), **niah_summary(records, train_len)}
     metrics = {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()}
     if cfg.eval.needle_scores is not None:  # eval.needle_scores=null: off
         out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
@@ -105,8 +99,23 @@ def base_theta_niah(
         answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
         compile=settings.compile, builders=builders,
     )  # fmt: skip
-    _, _, grid = accuracy_grid(records, "full")
-    return {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
+    return niah_summary(records, cfg.data.seq_len)["accuracy"]
+
+
+def niah_summary(records: list[NeedleRecord], train_len: int) -> dict[str, Any]:
+    """The records' accuracy per context multiple (mean over depths), full and first-digit,
+    and both (multiple x depth) grids; rows in increasing context, each multiple named by its
+    own records' context (whatever order the config listed the multiples in)."""
+    out: dict[str, Any] = {}
+    for level in ("full", "first_digit"):
+        contexts, depths, grid = accuracy_grid(records, level)
+        multiples = [c / train_len for c in contexts]
+        multiples = [int(m) if m.is_integer() else m for m in multiples]
+        key = "accuracy" if level == "full" else "first_digit_accuracy"
+        out[key] = {str(m): row.mean().item() for m, row in zip(multiples, grid, strict=True)}
+        out[f"{key}_grid"] = grid.tolist()
+        out |= {"context_multiples": multiples, "depths": depths}
+    return out
 
 
 def needle_context(cfg: DictConfig) -> int:
