@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from ssmax.report.claims import Interval, claims, decide, in_scope, t975
+from ssmax.report.claims import claims, decide, in_scope
 from ssmax.report.gather import Results, Settings
-from ssmax.report.render import untested_line
+from ssmax.report.render import _claim_rows, untested_line
+from ssmax.report.stats import Interval, seeds_for_power, t975
 
 VARIANTS = {
     "a": "a_softmax", "b": "b_ssmax", "c": "c_ssmax_no_scale", "d": "d_ssmax_bias",
@@ -102,9 +103,11 @@ def test_every_claim_of_the_paper_is_listed() -> None:
 
 
 def test_interval_and_decision() -> None:
-    assert t975(2) == pytest.approx(4.303) and t975(1000) == pytest.approx(1.96)
+    assert t975(2) == pytest.approx(4.303, abs=1e-3) and t975(1000) == pytest.approx(
+        1.962, abs=1e-3
+    )
     i = Interval.of([1.0, 2.0, 3.0])
-    assert i.mean == 2.0 and i.lo == pytest.approx(2 - 4.303 / math.sqrt(3))
+    assert i.mean == 2.0 and i.lo == pytest.approx(2 - 4.303 / math.sqrt(3), abs=1e-3)
     assert Interval.of([0.0, 0.0, 0.0]).verdict() == "inconclusive"  # no effect
     assert Interval.of([0.1, 0.1]).verdict() == "holds"  # consistent, no spread
     assert Interval.of([]).verdict() == "n/a"
@@ -126,3 +129,21 @@ def test_a_pipeline_tests_only_the_claims_of_the_variants_it_runs() -> None:
                     "pipeline does not run ((c), (d), (e), (f), (pn)); `PIPELINE=paper` runs "
                     "them all.")  # fmt: skip
     assert untested_line([], ["a_softmax"]) == ""
+
+
+def test_each_claim_says_how_many_seeds_would_decide_it() -> None:
+    """(b) - (a) per seed: 0.10, 0.00, 0.20 (mean 0.1, sd 0.1: d = 1, 10 seeds for power 0.8);
+    (c) - (a): 0.10 always (no spread: 2 seeds); the claim needs the most of its orderings."""
+    a = [4.5, 4.6, 4.4]
+    res = results({"a": a, "b": [a[0] - 0.1, a[1], a[2] - 0.2], "c": [x - 0.1 for x in a],
+                   "d": [x - 0.1 for x in a]})  # fmt: skip
+    c = claim(res, "pretrain_lower")
+    assert c.verdict == "inconclusive"
+    assert [k.seeds_needed for k in c.checks] == [seeds_for_power(0.1, 0.1), 2, 2] == [10, 2, 2]
+    assert c.seeds_needed == 10
+    row = _claim_rows([c])[0]
+    assert row[-2:] == ["INCONCLUSIVE", "10"] and "inconclusive (decided by 10)" in row[2]
+    one_seed = claim(results({"a": [4.5], "b": [4.4], "c": [4.4], "d": [4.4]}), "pretrain_lower")
+    assert math.isnan(one_seed.seeds_needed) and _claim_rows([one_seed])[0][-1] == "-"
+    no_effect = claim(results({"a": a, "b": a, "c": a, "d": a}), "pretrain_lower")
+    assert no_effect.seeds_needed == math.inf and _claim_rows([no_effect])[0][-1] == "none"

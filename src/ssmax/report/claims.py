@@ -7,12 +7,15 @@ The rule, fixed before any run (never tune it, or the claims, towards a verdict)
 - One ordering: d_s = m(y, s) - m(x, s) for every seed s that both variants have (the same
   seed is the same data order: the values are paired). Positive d supports the paper.
 - Fewer than 2 seeds: inconclusive (nothing to judge the spread by). Otherwise the 95%
-  Student-t interval of the mean difference, mean ± t(0.975, n-1) sd / sqrt(n):
-  entirely above 0 -> holds; entirely below 0 -> contradicted; containing 0 -> inconclusive.
+  Student-t interval of the mean difference, mean ± t(0.975, n-1) sd / sqrt(n)
+  (ssmax.report.stats): entirely above 0 -> holds; entirely below 0 -> contradicted;
+  containing 0 -> inconclusive.
 - A claim holds when every ordering holds, is contradicted when any ordering is, and is
   inconclusive otherwise; n/a when a variant or a value is missing.
 - One-sample claims (the p_n log law) use the same interval on the per-seed values against
   the threshold.
+- Beside each verdict, information only: how many paired seeds would decide the ordering with
+  power 0.8 if the observed effect and spread were the truth (stats.seeds_for_power).
 """
 
 from __future__ import annotations
@@ -25,56 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ssmax.report.gather import Results
+from ssmax.report.stats import Interval
 from ssmax.variants import by_letter, facts, learns_p_n, names
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
-# t(0.975, df) for df = 1..30; past 30 the normal 1.96 is within 4%.
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
-        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)  # fmt: skip
-
-
-def t975(df: int) -> float:
-    return T975[df - 1] if df <= len(T975) else 1.96
-
-
-@dataclass
-class Interval:
-    """Mean of n values and its 95% t-interval [lo, hi] (nan bounds when n < 2)."""
-
-    n: int
-    mean: float
-    lo: float
-    hi: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Interval:
-        n = len(values)
-        if n == 0:
-            return cls(0, math.nan, math.nan, math.nan)
-        mean = statistics.fmean(values)
-        if n < 2:
-            return cls(n, mean, math.nan, math.nan)
-        half = t975(n - 1) * statistics.stdev(values) / math.sqrt(n)
-        return cls(n, mean, mean - half, mean + half)
-
-    def verdict(self, threshold: float = 0.0) -> str:
-        """holds / contradicted / inconclusive for "the mean is above threshold"."""
-        if self.n < 2:
-            return "inconclusive" if self.n else "n/a"
-        if self.lo > threshold:
-            return "holds"
-        if self.hi < threshold:
-            return "contradicted"
-        return "inconclusive"
-
-    def __str__(self) -> str:
-        if self.n == 0:
-            return "-"
-        if self.n < 2:
-            return f"{self.mean:+.4g} (1 seed)"
-        return f"{self.mean:+.4g} [{self.lo:+.3g}, {self.hi:+.3g}] (n={self.n})"
 
 
 @dataclass(frozen=True)
@@ -94,6 +52,7 @@ class Checked:
     ordering: str
     difference: str  # high - low: mean [95% interval] (n)
     verdict: str
+    seeds_needed: float = math.nan  # paired seeds for power 0.8 at this effect and spread
 
 
 @dataclass
@@ -104,6 +63,13 @@ class Claim:
     verdict: str  # holds / contradicted / inconclusive / n/a
     checks: list[Checked] = field(default_factory=list)
     letters: tuple[str, ...] = ()  # the variants it compares, by letter
+
+    @property
+    def seeds_needed(self) -> float:
+        """Paired seeds that would decide every ordering with power 0.8 at the observed effects
+        and spreads (the most any one needs); nan where an ordering has < 2 seeds."""
+        needed = [c.seeds_needed for c in self.checks]
+        return math.nan if not needed or any(map(math.isnan, needed)) else max(needed)
 
 
 def niah_mean(outputs: dict, beyond: float | None) -> float | None:
@@ -179,7 +145,7 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
         seeds = sorted(set(low) & set(high))
         interval = Interval.of([high[s] - low[s] for s in seeds])
         verdict = interval.verdict()
-        checks.append(Checked(o.label(), str(interval), verdict))
+        checks.append(Checked(o.label(), str(interval), verdict, interval.seeds_needed()))
         missing += [f"{x}@{o.metric}" for x, v in ((o.low, low), (o.high, high)) if not v]
     shown, metrics = [], list(dict.fromkeys(o.metric for o in orderings))
     for metric in metrics:
@@ -290,6 +256,7 @@ def pn_log_law(results: Results) -> Claim:
     a2 = _spread([f.a2 for _, f in fits.values()])
     interval = Interval.of(r2)
     verdict = interval.verdict(R2_LOG_LAW)
-    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict)
+    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict,
+                     interval.seeds_needed(R2_LOG_LAW))  # fmt: skip
     value = f"R² {_spread(r2)}; a1 {a1}, a2 {a2}"
     return Claim("pn_log_law", text, value, verdict, [check_], _rationale())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 from collections.abc import Sequence
 
 from ssmax.report.claims import Claim
@@ -22,10 +23,13 @@ RULE = (
     "the per-seed differences between the two variants, paired by seed (same seed, same data "
     "order). Its 95% Student-t interval entirely on the paper's side of 0: holds; entirely on "
     "the other side: contradicted; containing 0, or fewer than 2 seeds: inconclusive. A claim "
-    "holds when all its orderings hold and is contradicted when any one is."
+    "holds when all its orderings hold and is contradicted when any one is. Seeds to decide: "
+    "how many paired seeds would decide every ordering with power 0.8 if the observed effects "
+    "and spreads were the truth (none: an effect of 0); information, not part of the verdict."
 )
 CLAIM_COLUMNS = ["claim (paper)", "ours: mean ± sd per variant", "paired differences: "
-                 "high - low, mean [95% interval] (seeds)", "verdict"]  # fmt: skip
+                 "high - low, mean [95% interval] (seeds)", "verdict",
+                 "seeds to decide (power 0.8)"]  # fmt: skip
 
 
 def _md_table(columns: list[str], body: list[list[str]]) -> list[str]:
@@ -53,11 +57,22 @@ def untested_line(untested: Sequence[Claim], variants: Sequence[str]) -> str:
             "`PIPELINE=paper` runs them all.")  # fmt: skip
 
 
+def seeds_text(n: float) -> str:
+    """A seed count for the table: '-' when unknown (< 2 seeds), 'none' for no effect."""
+    if math.isnan(n):
+        return "-"
+    return "none" if math.isinf(n) else str(int(n))
+
+
 def _claim_rows(claims: list[Claim]) -> list[list[str]]:
     def checks(c: Claim) -> str:
-        return "; ".join(f"{k.ordering}: {k.difference} {k.verdict}" for k in c.checks) or "-"
+        return "; ".join(
+            f"{k.ordering}: {k.difference} {k.verdict} (decided by {seeds_text(k.seeds_needed)})"
+            for k in c.checks
+        ) or "-"  # fmt: skip
 
-    return [[c.text, c.value, checks(c), c.verdict.upper()] for c in claims]
+    return [[c.text, c.value, checks(c), c.verdict.upper(), seeds_text(c.seeds_needed)]
+            for c in claims]  # fmt: skip
 
 
 MODEL_COLUMNS = ["variant", "seed", "model of", "transformers folder", "MLflow registered version"]
