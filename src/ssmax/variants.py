@@ -59,6 +59,7 @@ def _raw(name: str) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.merge(merged, own))
 
 
+@cache  # read-only for its callers; the report asks per claim and per figure
 def _full(name: str) -> dict[str, Any]:
     """The variant's YAML over the schema's defaults: every key, typed."""
     return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(VariantSchema), _raw(name)))
