@@ -146,3 +146,36 @@ def test_editing_code_that_shapes_no_result_reruns_nothing(
     overrides, _ = cached
     edit(tree, "tracking/__init__.py")
     assert planned_to_run(tree, overrides) == set()
+
+
+@pytest.mark.parametrize(
+    ("module", "setting", "overrides"),
+    [
+        ("sft", "data.squad_files", ["data.sft_source=squad_v2"]),
+        ("pretrain", "data.slimpajama_files", ["data=slimpajama"]),
+    ],
+)
+def test_a_local_data_file_edited_in_place_changes_the_key(
+    tmp_path: Path, module: str, setting: str, overrides: list[str]
+) -> None:
+    """Local files in the paper's formats are named by path in the config; editing one in place
+    (same name) must change the key of the nodes that read it, and nothing else must."""
+    from ssmax.config import compose
+    from ssmax.pipeline.fingerprint import fingerprint
+    from ssmax.pipeline.run import stage_spec
+
+    data, other = tmp_path / "local.jsonl", tmp_path / "other.jsonl"
+    data.write_text('{"text": "one"}\n')
+    other.write_text('{"text": "two"}\n')
+    cfg = compose("preset=smoke", *overrides, f"{setting}=[{data}]")
+    spec = stage_spec(module)
+
+    def key() -> str:
+        return fingerprint(module, module, spec, cfg, [])
+
+    before = key()
+    assert key() == before  # stable while nothing changes
+    other.write_text('{"text": "changed"}\n')  # a file it does not read
+    assert key() == before
+    data.write_text('{"text": "one, edited"}\n')
+    assert key() != before

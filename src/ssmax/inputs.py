@@ -35,7 +35,7 @@ def check_inputs(cfg: DictConfig, sft: bool = True) -> None:
         check_fits(cfg, read_weights(cfg.init_from, "init_from"), "init_from")
     data = cfg.data
     if data.source == "slimpajama" and data.slimpajama_files and not data.shards_dir:
-        for path in _listed(data.slimpajama_files):
+        for path in listed_files(data.slimpajama_files):
             check_jsonl(path, "data.slimpajama_files", ("text",))
     if data.shards_dir and not (Path(data.shards_dir) / "manifest.json").is_file():
         raise ConfigError(
@@ -43,16 +43,16 @@ def check_inputs(cfg: DictConfig, sft: bool = True) -> None:
             "(python -m ssmax.data.prepare ...), or set data.shards_dir=null to tokenize on the fly"
         )
     if sft and data.sft_source == "squad_v2" and data.squad_files:
-        for path in _listed(data.squad_files):
+        for path in listed_files(data.squad_files):
             check_squad(path)
 
 
-def _listed(value: Any) -> list[str]:
+def listed_files(value: Any) -> list[str]:
     """The files of a setting: one path, a list, or a mapping split -> path(s)."""
     if OmegaConf.is_config(value):
         value = OmegaConf.to_container(value, resolve=True)
     if isinstance(value, dict):
-        return [f for v in value.values() for f in _listed(v)]
+        return [f for v in value.values() for f in listed_files(v)]
     return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cache
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -55,14 +56,35 @@ def code_hash(paths: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
-def data_manifest(cfg: DictConfig) -> str:
-    """Identifies the data itself (the config only names it)."""
+def local_files(value: object) -> list[object]:
+    """The identity of the local files a data setting names: [path, bytes, mtime in ns] of each
+    (a file edited in place changes it), its path alone where there is no such file. Not a hash
+    of the content: local SlimPajama files run to terabytes, and every plan reads this."""
+    from ssmax.inputs import listed_files
+
+    out: list[object] = []
+    for path in listed_files(value) if value else []:
+        try:
+            st = Path(path).stat()
+        except OSError:
+            out.append(path)
+        else:
+            out.append([path, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def data_manifest(cfg: DictConfig, sft: bool = False) -> str:
+    """Identifies the data itself (the config only names it); sft: the SFT set's local files
+    too, where the node reads them."""
     if cfg.data.source == "embedded":
         from ssmax.data.corpus import embedded_sha
 
-        return embedded_sha()
-    files = OmegaConf.to_container(cfg.data, resolve=True)["slimpajama_files"]
-    return json.dumps([cfg.data.hf_slimpajama, files])
+        manifest = embedded_sha()
+    else:
+        manifest = json.dumps([cfg.data.hf_slimpajama, local_files(cfg.data.slimpajama_files)])
+    if sft and cfg.data.sft_source == "squad_v2" and cfg.data.squad_files:
+        manifest = json.dumps([manifest, local_files(cfg.data.squad_files)])
+    return manifest
 
 
 def training_data(cfg: DictConfig) -> dict[str, object]:
@@ -89,7 +111,9 @@ def fingerprint(
         "config": select(cfg, keys),
         "inputs": input_fingerprints,
         "code": code_hash(stage_code(module)),
-        "data": data_manifest(cfg) if any(k.startswith("data") for k in keys) else None,
+        "data": data_manifest(cfg, sft="data" in keys)
+        if any(k.startswith("data") for k in keys)
+        else None,
     }
     if spec.trains and "data:lm" in keys:  # pretraining: the shards it reads
         payload |= training_data(cfg)
