@@ -47,6 +47,9 @@ def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> No
                     ("io.py", "locks.py", "schema_rules.py")]  # fmt: skip
     assert not [f for f in pretrain if f.startswith(("evals/", "report/"))]
     assert "stages/common.py" not in rope  # imported under TYPE_CHECKING only
+    # what the export registers in MLflow is its result; the rest of tracking/ is not
+    export = stage_code("export")
+    assert "tracking/models.py" in export and "tracking/__init__.py" not in export
 
 
 @pytest.mark.parametrize("module", ["pretrain", "eval_niah", "report"])
