@@ -43,11 +43,22 @@ def items(*values: Any) -> Any:
 
 
 @dataclass
+class DesignConfig:
+    """A reduced preset's design criteria, fixed before any comparison of variants and checked
+    by the report (ssmax.report.design); never tuned towards a verdict."""
+
+    seeds: list[int] = rule([0, 1, 2], ge=0, min_items=1)  # seeds the preset was designed on
+    niah_at_1x: float = rule(0.9, ge=0.0, le=1.0)  # every variant's mean NIAH at 1x, theta x50
+    falls_below: float = rule(0.5, ge=0.0, le=1.0)  # the best's NIAH at the largest context
+
+
+@dataclass
 class PresetConfig:
     name: str = MISSING  # the preset's name (conf/preset/<name>.yaml)
     model: str = MISSING  # the model option it expects (validate: model=... must match)
     # a reduced preset's cuts (printed in the report beside this run's values)
     cuts: dict[str, str] = field(default_factory=dict)  # key -> the paper's value and section
+    design: DesignConfig | None = None  # null: no design criteria (the paper's own scale)
 
 
 @dataclass

@@ -10,8 +10,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.report.claims import claims, in_scope
+from ssmax.report.design import design_rows
 from ssmax.report.figures import make_figures
-from ssmax.report.gather import Results, Settings
+from ssmax.report.gather import Design, Results, Settings
 from ssmax.report.render import markdown, to_html
 from ssmax.report.table import gather, rows
 from ssmax.variants import with_starts
@@ -49,8 +50,11 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         details[f"eval.{name}"] = json.dumps(value)
     for key, paper in (cfg.preset.get("cuts") or {}).items():  # a reduced preset's cuts
         details[f"cut: {key}"] = f"{OmegaConf.select(cfg, key)} here; {paper}"
+    design = cfg.preset.get("design")
+    if design is not None:
+        design = Design(tuple(design.seeds), float(design.niah_at_1x), float(design.falls_below))
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
-                    details, with_starts(list(cfg.pipeline.variants)))  # fmt: skip
+                    details, with_starts(list(cfg.pipeline.variants)), design)  # fmt: skip
 
 
 def trained_on(data: DictConfig) -> dict[str, str]:
@@ -95,8 +99,9 @@ def build_report(
     checked, untested = in_scope(claims(results), settings.variants)
     md, page = folder / "report.md", folder / "report.html"
     models = model_rows(inputs)
-    md.write_text(markdown(settings, rows(table), checked, figures, untested, models))
-    page.write_text(to_html(settings, rows(table), checked, figures, untested, models))
+    design = design_rows(results, settings.design, settings.variants) if settings.design else []
+    md.write_text(markdown(settings, rows(table), checked, figures, untested, models, design))
+    page.write_text(to_html(settings, rows(table), checked, figures, untested, models, design))
     (folder / "results.json").write_text(json.dumps(table, indent=2, sort_keys=True))
     claim_dicts = [dataclasses.asdict(c) for c in checked]
     (folder / "claims.json").write_text(json.dumps(claim_dicts, indent=2))

@@ -20,6 +20,15 @@ from ssmax.variants import ordered
 PRETRAINED = ("pretrain", "switch")  # a variant's pretraining node is one or the other
 
 
+@dataclass(frozen=True)
+class Design:
+    """preset.design (ssmax.schema.DesignConfig): its seeds and thresholds (report.design)."""
+
+    seeds: tuple[int, ...]
+    niah_at_1x: float  # every variant's mean NIAH at 1x (theta x50) at least this
+    falls_below: float  # the best variant's mean NIAH at the largest context below this
+
+
 @dataclass
 class Settings:
     preset: str
@@ -28,6 +37,7 @@ class Settings:
     tracking_uri: str | None = None  # None: no learning curves (Fig. 4)
     details: dict[str, str] = field(default_factory=dict)  # shown as the report's settings
     variants: list[str] = field(default_factory=list)  # the pipeline's; [] = every variant
+    design: Design | None = None  # the preset's design criteria (report.design)
 
 
 @dataclass

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from ssmax.report.claims import Claim
+from ssmax.report.design import DESIGN_COLUMNS, overlap_line
 from ssmax.report.gather import Settings
 from ssmax.report.plotting import FigureFile
 from ssmax.variants import facts
@@ -75,6 +76,12 @@ def _claim_rows(claims: list[Claim]) -> list[list[str]]:
             for c in claims]  # fmt: skip
 
 
+DESIGN_NOTE = (
+    "What this reduced preset needs for its needle claims to be informative, stated in the "
+    "preset before any comparison of variants (preset.design): every variant retrieves at the "
+    "training length under RoPE theta x50, and the contexts reach where retrieval fails. Not "
+    "met: the needle claims below have little to compare."
+)
 MODEL_COLUMNS = ["variant", "seed", "model of", "transformers folder", "MLflow registered version"]
 MODELS_NOTE = ("Load a folder with transformers.AutoModelForCausalLM.from_pretrained(folder, "
                "trust_remote_code=True); a version with mlflow.pyfunc.load_model(uri). In the "
@@ -84,11 +91,16 @@ MODELS_NOTE = ("Load a folder with transformers.AutoModelForCausalLM.from_pretra
 def markdown(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
     figures: list[FigureFile], untested: Sequence[Claim] = (), models: Sequence[list[str]] = (),
+    design: Sequence[list[str]] = (),
 ) -> str:  # fmt: skip
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
     lines += _md_table(["setting", "value"], _settings_rows(settings))
     lines += ["", "## Results per variant", "", *_md_table(*table)]
+    if design:
+        lines += ["", "## Design criteria", "", DESIGN_NOTE, "", *_md_table(DESIGN_COLUMNS, design)]
     lines += ["", "## Claims of the paper", "", RULE, ""]
+    overlap = overlap_line(settings.design, settings.seeds) if settings.design else ""
+    lines += [overlap, ""] if overlap else []
     lines += _md_table(CLAIM_COLUMNS, _claim_rows(claims))
     lines += ["", untested_line(untested, settings.variants)] if untested else []
     if models:
@@ -121,15 +133,20 @@ figure{margin:2em 0}figcaption{color:#333;font-size:14px}"""
 def to_html(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
     figures: list[FigureFile], untested: Sequence[Claim] = (), models: Sequence[list[str]] = (),
+    design: Sequence[list[str]] = (),
 ) -> str:  # fmt: skip
     """One file, nothing external: CSS inline, PNGs as data: URIs."""
     title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
+    overlap = overlap_line(settings.design, settings.seeds) if settings.design else ""
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
         f"<style>{STYLE}</style></head><body><h1>{title}</h1><p>{html.escape(INTRO)}</p>",
         "<h2>Settings</h2>", _html_table(["setting", "value"], _settings_rows(settings)),
         "<h2>Results per variant</h2>", _html_table(*table),
+        *(["<h2>Design criteria</h2>", f"<p>{html.escape(DESIGN_NOTE)}</p>",
+           _html_table(DESIGN_COLUMNS, list(design))] if design else []),
         "<h2>Claims of the paper</h2>", f"<p>{html.escape(RULE)}</p>",
+        f"<p>{html.escape(overlap)}</p>" if overlap else "",
         _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
         f"<p>{html.escape(untested_line(untested, settings.variants))}</p>" if untested else "",
         *(["<h2>Models</h2>", f"<p>{html.escape(MODELS_NOTE)}</p>",

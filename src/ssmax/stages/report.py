@@ -15,7 +15,7 @@ from ssmax.stages.spec import StageSpec
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
     from ssmax.stages.common import StageContext
 
-SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants"),
+SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                  uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
                        "eval"))  # shown in the report's settings, a preset's cuts too  # fmt: skip
 

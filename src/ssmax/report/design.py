@@ -1,0 +1,63 @@
+"""A reduced preset's design criteria (preset.design), checked on the run's results.
+
+A CPU scale answers the paper's needle questions only where there is something to compare:
+every variant retrieves at the training length under RoPE theta x50, and the context grid
+reaches far enough that retrieval fails. The preset states both, and the seeds it was designed
+on, before any comparison of variants; the report says whether they are met. Neither
+criterion compares variants: the first is a floor for each, the second asks of the best.
+Verdicts are for the other seeds (the report names any design seed among them).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from ssmax.report.claims import values_of
+from ssmax.report.gather import Design, Results
+from ssmax.variants import facts
+
+DESIGN_COLUMNS = ["criterion (preset.design)", "over the design seeds", "met"]
+
+
+def _mean_over(values: dict[int, float], seeds: Sequence[int]) -> tuple[float | None, int]:
+    """Mean of the values of the given seeds, and how many of them there were."""
+    have = [values[s] for s in seeds if s in values]
+    return (statistics.fmean(have) if have else None), len(have)
+
+
+def design_rows(results: Results, design: Design, variants: Sequence[str]) -> list[list[str]]:
+    """One row per variant evaluated with NIAH (its mean at 1x), then one for the grid's reach;
+    'met' is yes / no / '-' (no value from the design seeds in this run)."""
+    out, seeds = [], design.seeds
+    evaluated = [v for v in variants if results.get("eval_niah", v)]
+    for variant in evaluated:
+        mean, n = _mean_over(values_of(results, "niah@1", variant), seeds)
+        got = "-" if mean is None else f"{mean:.3f} ({n} of {len(seeds)} seeds)"
+        met = "-" if mean is None else ("yes" if mean >= design.niah_at_1x else "no")
+        label = f"({facts(variant).letter}) NIAH at 1x >= {design.niah_at_1x:g}"
+        out.append([label, got, met])
+    multiples = sorted({float(k) for v in evaluated for o in results.get("eval_niah", v).values()
+                        for k in o.get("accuracy", {})})  # fmt: skip
+    if multiples:
+        top = f"{multiples[-1]:g}"
+        means = {v: _mean_over(values_of(results, f"niah@{top}", v), seeds)[0] for v in evaluated}
+        known = {v: m for v, m in means.items() if m is not None}
+        label = f"the best variant's NIAH at the largest context ({top}x) < {design.falls_below:g}"
+        if known:
+            best = max(known, key=known.__getitem__)
+            got = f"({facts(best).letter}) {known[best]:.3f}"
+            out.append([label, got, "yes" if known[best] < design.falls_below else "no"])
+        else:
+            out.append([label, "-", "-"])
+    return out
+
+
+def overlap_line(design: Design, seeds: Sequence[int]) -> str:
+    """A sentence where the run's seeds include design seeds (their verdicts are not
+    independent of the design); '' otherwise."""
+    shared = sorted(set(design.seeds) & set(seeds))
+    if not shared:
+        return ""
+    return (f"Seeds {shared} are design seeds of this preset: verdicts that include them are "
+            "not independent of the design; decide claims on other seeds.")  # fmt: skip
