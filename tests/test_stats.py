@@ -36,7 +36,8 @@ def test_power_is_what_the_test_does_in_simulation() -> None:
     """The chance that the 95% interval of n paired differences excludes 0, drawn 40,000
     times from a normal with mean d and sd 1, against the formula (binomial se ~0.002)."""
     rng = np.random.default_rng(0)
-    for d, n in ((1.0, 10), (0.5, 8)):
+    # two and three seeds: df = n - 1 matters most there (and 2 seeds are a test, of power > 0)
+    for d, n in ((1.0, 10), (0.5, 8), (2.0, 3), (3.0, 2)):
         x = rng.normal(d, 1.0, size=(40_000, n))
         half = t975(n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
         decided = (np.abs(x.mean(axis=1)) > half).mean()
@@ -49,6 +50,10 @@ def test_edges_of_power() -> None:
     assert seeds_for_power(0.3, 0.0) == 2  # no spread: two seeds decide it
     assert seeds_for_power(1e-4, 1.0) == math.inf  # beyond any experiment (> 10,000 seeds)
     assert paired_t_power(1.0, 1.0, 1) == 0.0
+    assert paired_t_power(0.3, 0.0, 5) == 1.0  # no spread: any effect is seen
+    assert paired_t_power(0.0, 0.0, 5) == pytest.approx(0.05)  # none: the test's level
+    assert paired_t_power(0.0, 1.0, 10) == pytest.approx(0.05)  # both tails of the interval
+    assert seeds_for_power(30.0, 1.0) == 2  # huge effect: the fewest seeds that judge a spread
     assert 0.99 < paired_t_power(0.5, 1.0, 5000) <= 1.0  # far tail: no nan
 
 
@@ -59,3 +64,15 @@ def test_interval_gives_the_seeds_it_would_take() -> None:
     assert 10 <= i.seeds_needed() <= 14
     assert math.isnan(Interval.of([0.1]).seeds_needed())
     assert Interval.of([0.95, 0.97, 0.96]).seeds_needed(0.9) == seeds_for_power(0.06, 0.01)
+
+
+@pytest.mark.parametrize("d", [6.0, 8.0, 11.0, -11.0])
+def test_power_of_two_seeds_far_out_is_students(d: float) -> None:
+    """Two seeds at effects of 6-11 sd put ncp past ~8, where scipy's nct.cdf is nan: the power
+    stays Student's with 1 df, P(|(Z + ncp) / |W|| > t(0.975; 1)) for Z, W standard normals
+    (drawn here), not the normal approximation's (0.998 at 11 sd; 0 at 6 sd)."""
+    rng = np.random.default_rng(1)
+    ncp = abs(d) * math.sqrt(2)
+    t = (rng.normal(size=200_000) + ncp) / np.abs(rng.normal(size=200_000))
+    assert paired_t_power(d, 1.0, 2) == pytest.approx((np.abs(t) > t975(1)).mean(), abs=0.005)
+    assert seeds_for_power(d, 1.0) == 3  # 2 seeds: power 0.49-0.78, short of 0.8
