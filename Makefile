@@ -35,7 +35,7 @@ NODE ?= sft/b_ssmax/seed0
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reproduce-all plan status report export mlflow-ui mlflow-server train train-all test test-fast lint format bench clean \
+.PHONY: help setup reproduce-all plan status report export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm
 
 help: ## Show this help
@@ -87,6 +87,9 @@ test: setup ## Run the test suite (what CI runs) in TEST_WORKERS=2 pytest-xdist 
 
 test-fast: setup ## Tests without the slow ones
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+
+mutation-check: setup ## Seeded bugs in the claims, NIAH scoring and fingerprint vs their tests (~15 min; not in make test)
+	$(PY) scripts/mutation_check.py $(ARGS)
 
 lint: setup ## ruff lint and format check
 	$(VENV)/bin/ruff check .

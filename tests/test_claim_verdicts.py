@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from ssmax.report.claims import R2_LOG_LAW, Claim, claims, values_of
+from ssmax.report.claims import R2_LOG_LAW, Claim, claims, in_scope, values_of
 from ssmax.report.figures import pn_fits
 from ssmax.report.gather import Results, Settings
 
@@ -212,6 +212,25 @@ def test_differences_are_paired_by_seed_not_by_position() -> None:
     c = claim(results("needle_top", table), "needle_b_above_a")
     assert c.verdict == "holds"
     assert c.checks[0].difference.startswith("+0.105 ") and n_of(c.checks[0].difference) == 2
+
+
+def test_a_missing_variant_makes_the_claim_na_even_beside_a_contradiction() -> None:
+    """(d) never ran: pretrain_lower cannot be judged, whatever (b) and (c) show; n/a, not
+    contradicted by its (c) ordering (n/a when a variant is missing)."""
+    spec = SPECS["pretrain_lower"]
+    table = case(spec, "contradicted", 3)
+    del table["d"]
+    c = claim(results(spec.metric, table), "pretrain_lower")
+    assert [k.verdict for k in c.checks] == ["holds", "contradicted", "n/a"]
+    assert c.verdict == "n/a"
+
+
+def test_a_pipeline_of_exactly_a_claims_variants_tests_it() -> None:
+    """A pipeline that runs (a) and (b) and nothing else tests the claims on (a) and (b)."""
+    checked = claims(results("niah", case(SPECS["niah_b_above_a"], "holds", 3)))
+    tested, untested = in_scope(checked, ["a_softmax", "b_ssmax"])
+    assert {c.key for c in tested} == {"niah_b_above_a", "needle_b_above_a"}
+    assert {c.key for c in untested} == {c.key for c in checked} - {c.key for c in tested}
 
 
 @pytest.mark.parametrize("key", ["pretrain_lower", "niah_b_above_a", "needle_b_above_a"])

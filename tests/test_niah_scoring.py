@@ -30,6 +30,7 @@ ANSWERS: dict[str, tuple[str, str]] = {
     "W": (" 1106422", "wrong"),
     "Z": (" 08106422", "wrong"),  # zero-padded: its first digit is 0, not 8
     "X": (" Tokyo, I think.", "wrong"),  # no digits at all
+    "P": (" It is 8106423.", "first_digit"),  # words first: the reply is the first digit run
 }
 
 # (context, depth) -> the answers of that cell's samples; a different count per cell.
@@ -167,3 +168,13 @@ def test_niah_claim_metric_is_the_mean_past_1x() -> None:
     assert values_of(results, "niah@2", "b_ssmax") == pytest.approx({0: 7 / 18, 1: 1.0})
     assert values_of(results, "niah@4", "b_ssmax") == pytest.approx({0: 4 / 9, 1: 1.0})
     assert values_of(results, "niah@8", "b_ssmax") == {}
+
+
+def test_niah_claim_metric_without_rows_past_1x_or_a_grid_is_none() -> None:
+    only_1x = stage_outputs(records_of({(N, 0.5): "FD", (N, 0.1): "W"}))
+    assert only_1x["context_multiples"] == [1]
+    assert niah_mean(only_1x, beyond=1) is None  # nothing past the training length: no mean
+    assert niah_mean({"context_multiples": MULTIPLES}, beyond=1) is None  # no grid recorded
+    short = {"context_multiples": MULTIPLES, "accuracy_grid": FULL_GRID[:2]}
+    with pytest.raises(ValueError):  # a row short: rows are not named by position
+        niah_mean(short, beyond=1)

@@ -1,0 +1,435 @@
+"""Mutation check of the code a wrong result would slip through: the claims and their statistics,
+the NIAH scoring, the node fingerprint (issue 35). Each seeded bug below is put, one at a time,
+into a copy of the tree, and the target's tests run on that copy: a bug they miss "survives".
+
+    python scripts/mutation_check.py                     # every target (make mutation-check)
+    python scripts/mutation_check.py --target claims     # one target; --only NAME: one bug
+    python scripts/mutation_check.py --list              # the bugs, not run
+
+A named list, not mutmut: mutmut 3.8 leaves decorated functions alone (the fingerprint's
+stage_code, _imported, module_file and code_hash are all @cache), never touches module-level
+constants (NO_RESULT, SFT_KEYS) and made 1061 mutants of claims.py and stats.py alone, at ~4 s
+each on 2 cores, most of them in the claims' text. These bugs are the ones that would give a
+wrong verdict or a stale cache, several of them the survivors of a bounded mutmut run.
+
+The copy (src, tests, conf, pipelines, bench, data, pyproject.toml) lies in a temp folder; its
+src comes first on PYTHONPATH (ssmax is a namespace package: the first portion holding a module
+wins), and a plugin checks after every run that each ssmax and tests module was loaded from the
+copy. Exit 0: every bug killed, or survived with a reason written beside it (`why`); 1: a bug
+survived unexplained; 2: the check itself is broken (a bug's text is gone from the source, the
+tests fail on the unmutated copy, a module was imported from outside the copy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = ("src", "tests", "conf", "pipelines", "bench", "data", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    file: str  # relative to src/ssmax
+    old: str  # exact text, once in the file
+    new: str
+    why: str = ""  # a survivor's reason: equivalent, or harmless, and why no test need see it
+
+
+@dataclass(frozen=True)
+class Target:
+    tests: tuple[str, ...]  # pytest arguments: files, node ids, -k/-m/--deselect
+    bugs: tuple[Bug, ...]
+
+
+CLAIMS = (
+    # the issue's bugs
+    Bug("above-swaps-low-and-high", "report/claims.py",
+        "return [Ordering(metric, lo, high) for lo in lows]",
+        "return [Ordering(metric, high, lo) for lo in lows]"),
+    Bug("theta-penalty-sign-flipped", "report/claims.py",
+        "return None if base is None or at is None else at - base",
+        "return None if base is None or at is None else base - at"),
+    Bug("niah-claim-over-every-multiple", "report/claims.py",
+        "lambda o: niah_mean(o, beyond=1)", "lambda o: niah_mean(o, beyond=None)"),
+    Bug("pairs-by-list-position-not-seed", "report/claims.py",
+        "interval = Interval.of([high[s] - low[s] for s in seeds])",
+        "interval = Interval.of([h - x for h, x in zip(high.values(), low.values())])"),
+    Bug("pn-law-judged-against-0", "report/claims.py",
+        "verdict = interval.verdict(R2_LOG_LAW)", "verdict = interval.verdict()"),
+    # the interval and the verdict rule
+    Bug("t-quantile-df-off-by-one", "report/stats.py",
+        "half = t975(n - 1) * sd / math.sqrt(n)", "half = t975(n) * sd / math.sqrt(n)"),
+    Bug("population-sd", "report/stats.py",
+        "sd = statistics.stdev(values)", "sd = statistics.pstdev(values)"),
+    Bug("holds-on-upper-bound", "report/stats.py",
+        "if self.lo > threshold:", "if self.hi > threshold:"),
+    Bug("threshold-sign-flipped", "report/stats.py",
+        "if self.lo > threshold:", "if self.lo > -threshold:"),
+    Bug("no-seeds-inconclusive-not-na", "report/stats.py",
+        'return "inconclusive" if self.n else "n/a"', 'return "inconclusive"'),
+    Bug("decide-contradicted-before-na", "report/claims.py",
+        'if not verdicts or "n/a" in verdicts:\n        return "n/a"\n'
+        '    if "contradicted" in verdicts:\n        return "contradicted"',
+        'if "contradicted" in verdicts:\n        return "contradicted"\n'
+        '    if not verdicts or "n/a" in verdicts:\n        return "n/a"'),
+    Bug("decide-any-holds", "report/claims.py",
+        'all(v == "holds" for v in verdicts)', 'any(v == "holds" for v in verdicts)'),
+    Bug("nan-seed-kept", "report/claims.py",
+        "if v is not None and not math.isnan(float(v)):", "if v is not None:"),
+    Bug("below-swaps-low-and-high", "report/claims.py",
+        "return [Ordering(metric, low, h) for h in highs]",
+        "return [Ordering(metric, h, low) for h in highs]"),
+    Bug("long-loss-counts-1x", "report/claims.py",
+        "if float(k) > 1]", "if float(k) >= 1]"),
+    Bug("in-scope-needs-a-spare-variant", "report/claims.py",
+        "[c for c in checked if set(c.letters) <= letters],",
+        "[c for c in checked if set(c.letters) < letters],"),
+    # the seeds a decision would take (stats.seeds_for_power, paired_t_power)
+    Bug("seeds-for-power-off-by-one", "report/stats.py",
+        "            lo = mid + 1\n    return lo", "            lo = mid + 1\n    return lo + 1"),
+    Bug("seeds-for-power-starts-at-3", "report/stats.py",
+        "lo, hi = 2, MAX_SEEDS", "lo, hi = 3, MAX_SEEDS"),
+    Bug("power-df-off-by-one", "report/stats.py",
+        "df, crit = n - 1, float(", "df, crit = n - 2, float("),
+    Bug("power-of-2-seeds-is-0", "report/stats.py",
+        "    if n < 2:\n        return 0.0", "    if n < 3:\n        return 0.0"),
+    Bug("power-without-spread-is-alpha", "report/stats.py",
+        "return 1.0 if effect != 0 else alpha", "return alpha"),
+    Bug("power-normal-where-nct-is-nan", "report/stats.py",
+        "return upper + (0.0 if math.isnan(lower) else lower)",
+        "return upper + lower if not math.isnan(lower) else float(stats.norm.sf(crit - ncp))"),
+    Bug("power-lower-tail-dropped", "report/stats.py",
+        "return upper + (0.0 if math.isnan(lower) else lower)", "return upper"),
+    Bug("power-of-a-negative-effect-not-mirrored", "report/stats.py",
+        "ncp = abs(effect) / sd * math.sqrt(n)", "ncp = effect / sd * math.sqrt(n)",
+        why="equivalent with scipy 1.17: at a negative ncp neither nct tail is nan (df 1-9999, "
+        "ncp 0 to -1000 checked), so the two tails add up to the mirrored power; abs() is there "
+        "in case scipy's nan moves to that side"),
+    Bug("power-never-out-of-reach", "report/stats.py",
+        "if paired_t_power(effect, sd, hi) < power:", "if paired_t_power(effect, sd, hi) <= power:",
+        why="equivalent: differs only where the power at MAX_SEEDS equals 0.8 exactly, a float "
+        "no effect and spread give but by construction"),
+)  # fmt: skip
+
+NIAH = (
+    Bug("full-grid-counts-first-digit", "evals/niah.py",
+        'ok = {"full": ("full",),', 'ok = {"full": ("full", "first_digit"),'),
+    Bug("loose-grid-leaves-out-full", "evals/niah.py",
+        '"first_digit": ("full", "first_digit")}', '"first_digit": ("first_digit",)}'),
+    Bug("full-on-a-longer-number", "evals/niah.py",
+        "if match.group() == number:", "if match.group().startswith(number):"),
+    Bug("full-on-the-number-anywhere", "evals/niah.py",
+        "if match.group() == number:", "if number in answer:"),
+    Bug("first-digit-of-the-answer-not-its-number", "evals/niah.py",
+        "match.group()[0] == number[0]", "answer.strip()[:1] == number[0]"),
+    Bug("last-digit-not-first", "evals/niah.py",
+        "match.group()[0] == number[0]", "match.group()[-1] == number[-1]"),
+    Bug("grid-rows-in-arrival-order", "evals/niah.py",
+        "contexts = sorted({r.context for r in records})",
+        "contexts = list(dict.fromkeys(r.context for r in records))"),
+    Bug("grid-over-all-records", "evals/niah.py",
+        "return contexts, depths, hits / total", "return contexts, depths, hits / len(records)"),
+    Bug("unmeasured-cell-is-0", "evals/niah.py",
+        "return contexts, depths, hits / total",
+        "return contexts, depths, (hits / total).nan_to_num(0.0)"),
+    Bug("accuracy-best-depth-not-mean", "stages/eval_niah.py",
+        "str(m): row.mean().item()", "str(m): row.max().item()"),
+    Bug("multiple-floored", "stages/eval_niah.py",
+        "multiples = [c / train_len for c in contexts]",
+        "multiples = [c // train_len for c in contexts]"),
+    Bug("multiple-named-as-float", "stages/eval_niah.py",
+        "multiples = [int(m) if m.is_integer() else m for m in multiples]",
+        "multiples = [float(m) for m in multiples]"),
+    Bug("full-and-loose-keys-swapped", "stages/eval_niah.py",
+        'key = "accuracy" if level == "full" else "first_digit_accuracy"',
+        'key = "accuracy" if level != "full" else "first_digit_accuracy"'),
+    Bug("niah-claim-counts-1x", "report/claims.py",
+        "if beyond is None or m > beyond]", "if beyond is None or m >= beyond]"),
+    Bug("niah-mean-of-no-rows-is-nan", "report/claims.py",
+        "return float(np.mean(rows)) if rows else None", "return float(np.mean(rows))"),
+    Bug("niah-mean-truncates-a-short-grid", "report/claims.py",
+        "zip(multiples, grid, strict=True)", "zip(multiples, grid, strict=False)"),
+    Bug("niah-mean-without-a-grid", "report/claims.py",
+        "if not grid or not multiples:", "if not grid and not multiples:"),
+)  # fmt: skip
+
+FINGERPRINT = (
+    # the issue's bugs
+    Bug("fingerprint-drops-code", "pipeline/fingerprint.py",
+        '"code": code_hash(stage_code(module)),', '"code": None,'),
+    Bug("fingerprint-drops-data", "pipeline/fingerprint.py",
+        '"data": data_manifest(cfg, sft="data" in keys)\n', '"data": None\n'),
+    Bug("code-skips-imports-inside-functions", "pipeline/code.py",
+        "        for child in ast.iter_child_nodes(node):\n            visit(child)\n\n    visit(",
+        "        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):\n"
+        "            for child in ast.iter_child_nodes(node):\n                visit(child)\n\n"
+        "    visit("),
+    Bug("no-result-covers-a-results-module", "pipeline/code.py",
+        '"stages/spec.py")', '"stages/spec.py", "evals/niah.py")'),
+    Bug("no-result-covers-inputs", "pipeline/code.py",
+        '"stages/spec.py")', '"stages/spec.py", "inputs.py")'),
+    Bug("no-result-covers-all-of-tracking", "pipeline/code.py",
+        '"tracking/server.py", "tracking/spool.py",', '"tracking", "tracking/spool.py",'),
+    # more of the key
+    Bug("fingerprint-drops-inputs", "pipeline/fingerprint.py",
+        '"inputs": input_fingerprints,', '"inputs": [],'),
+    Bug("fingerprint-drops-config", "pipeline/fingerprint.py",
+        '"config": select(cfg, keys),', '"config": select(cfg, keys[:1]),'),
+    Bug("code-hash-of-names-only", "pipeline/fingerprint.py",
+        "            digest.update(file.read_bytes())\n", ""),
+    Bug("pretraining-drops-its-shards", "pipeline/fingerprint.py",
+        'if spec.trains and "data:lm" in keys:', 'if spec.trains and "data" in keys:'),
+    Bug("local-file-by-size-not-mtime", "pipeline/fingerprint.py",
+        "out.append([path, st.st_size, st.st_mtime_ns])", "out.append([path, st.st_size])"),
+    Bug("local-file-by-path-alone", "pipeline/fingerprint.py",
+        "out.append([path, st.st_size, st.st_mtime_ns])", "out.append(path)"),
+    Bug("sft-files-never-count", "pipeline/fingerprint.py",
+        'data_manifest(cfg, sft="data" in keys)', "data_manifest(cfg)"),
+    Bug("sft-files-count-for-pretraining", "pipeline/fingerprint.py",
+        'data_manifest(cfg, sft="data" in keys)', "data_manifest(cfg, sft=True)"),
+    Bug("local-data-keys-count", "pipeline/fingerprint.py",
+        "value = {k: v for k, v in value.items() if k not in LOCAL_DATA_KEYS}",
+        "value = dict(value)"),
+    Bug("sft-keys-rerun-pretraining", "pipeline/fingerprint.py",
+        "value = {k: v for k, v in value.items() if not k.startswith(SFT_KEYS)}",
+        "value = dict(value)"),
+    Bug("variant-facts-count", "pipeline/fingerprint.py",
+        "value = {k: v for k, v in value.items() if k != FACTS}", "value = dict(value)"),
+    # the code a stage runs
+    Bug("code-follows-type-checking-blocks", "pipeline/code.py",
+        "            for child in node.orelse:\n                visit(child)\n            return\n",
+        "            pass\n"),
+    Bug("code-skips-package-inits", "pipeline/code.py",
+        'todo += [".".join(parts[:i]) for i in range(2, len(parts))]', "pass"),
+    Bug("code-skips-imported-names-as-modules", "pipeline/code.py",
+        'out.update(f"{base}.{alias.name}" for alias in node.names)', "pass"),
+    Bug("relative-import-one-level-up-too-many", "pipeline/code.py",
+        "- node.level + 1]", "- node.level]"),
+)  # fmt: skip
+
+TARGETS = {
+    "claims": Target(
+        ("tests/test_claim_verdicts.py", "tests/test_claims.py", "tests/test_stats.py"), CLAIMS
+    ),
+    "niah": Target(("tests/test_niah_scoring.py",), NIAH),
+    # test_cache_key's slow tests plan the session's smoke pipeline, which each run would build
+    # anew (minutes a bug); the fast ones run, and test_fingerprint.py stands in at unit level
+    "fingerprint": Target(
+        (
+            "tests/test_fingerprint.py",
+            "tests/test_stage_reads.py",
+            "tests/test_cache_key.py",
+            "-m",
+            "not slow",
+            "--deselect",
+            "tests/test_stage_reads.py::test_every_stage_runs_on_its_declared_keys_only",
+            "--deselect",
+            "tests/test_stage_reads.py::test_local_workers_fork_with_what_their_node_imports",
+        ),
+        FINGERPRINT,
+    ),
+}
+
+# pytest plugin (-p mutation_guard): after the session, every loaded ssmax/tests module must
+# lie in the copy; their files are written for the harness.
+GUARD = """
+import json, os, sys
+from pathlib import Path
+
+def pytest_sessionfinish(session, exitstatus):
+    files = {}
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("ssmax", "tests") and getattr(module, "__file__", None):
+            files[name] = str(Path(module.__file__).resolve())
+    Path(os.environ["MUTATION_CHECK_LOADED"]).write_text(json.dumps(files))
+"""
+
+
+@dataclass
+class Outcome:
+    target: str
+    bug: Bug
+    status: str  # killed / survived / timeout
+    seconds: float
+    by: str = ""  # the first failing test
+
+
+class Broken(Exception):
+    """The check cannot judge: stale bug text, failing baseline, imports from outside."""
+
+
+def copy_tree(root: Path) -> Path:
+    tree = root / "repo"
+    tree.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in COPIED:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tree / name, ignore=ignore)
+        elif source.exists():
+            shutil.copy2(source, tree / name)
+    (root / "guard").mkdir()
+    (root / "guard" / "mutation_guard.py").write_text(GUARD)
+    return tree
+
+
+def run_tests(tree: Path, tests: tuple[str, ...], timeout: float) -> tuple[int | None, str, dict]:
+    """(pytest's exit code or None on timeout, its output, module -> file it was loaded from)."""
+    loaded = tree.parent / "loaded.json"
+    loaded.unlink(missing_ok=True)
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree.parent / "guard")]),
+        "PYTHONDONTWRITEBYTECODE": "1",  # a bug of the same size in the same second: no stale pyc
+        "MUTATION_CHECK_LOADED": str(loaded),
+    }
+    env.pop("PYTEST_ADDOPTS", None)
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+           "-p", "mutation_guard", *tests]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True,
+                              timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, {}
+    files = json.loads(loaded.read_text()) if loaded.exists() else {}
+    stray = {m: f for m, f in files.items() if not Path(f).is_relative_to(tree.resolve())}
+    if stray:
+        raise Broken(f"modules loaded from outside the copy {tree}: {stray}")
+    return proc.returncode, proc.stdout + proc.stderr, files
+
+
+def first_failure(output: str) -> str:
+    match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+    return match.group(1) if match else ""
+
+
+def check_text(name: str, bugs: list[Bug], tree: Path) -> None:
+    for bug in bugs:
+        count = (tree / "src" / "ssmax" / bug.file).read_text().count(bug.old)
+        if count != 1:
+            raise Broken(f"{name}/{bug.name}: its text is {count} times in {bug.file}, not once "
+                         "(the source changed: update the bug)")  # fmt: skip
+
+
+def present(tests: tuple[str, ...], tree: Path) -> tuple[str, ...]:
+    """The target's pytest arguments less the test files the tree does not (yet) hold."""
+    out = []
+    for arg in tests:
+        file = arg.split("::")[0]
+        if file.endswith(".py") and not (tree / file).exists():
+            print(f"  (no {file} in this tree: left out)")
+            if out and out[-1] == "--deselect":
+                out.pop()
+            continue
+        out.append(arg)
+    return tuple(out)
+
+
+def check_target(name: str, bugs: list[Bug], tests: tuple[str, ...], tree: Path) -> list[Outcome]:
+    tests = present(tests, tree)
+    start = time.monotonic()
+    code, output, files = run_tests(tree, tests, timeout=900)
+    baseline = time.monotonic() - start
+    if code != 0:
+        raise Broken(f"{name}: the tests fail on the unmutated copy:\n{output[-3000:]}")
+    imported = {Path(f) for f in files.values()}
+    unread = {b.file for b in bugs if (tree / "src" / "ssmax" / b.file).resolve() not in imported}
+    if unread:  # (also where the guard wrote nothing: it would see no stray import either)
+        raise Broken(f"{name}: its tests never import {sorted(unread)} from the copy")
+    print(f"[{name}] tests pass on the unmutated copy in {baseline:.1f} s", flush=True)
+    outcomes = []
+    for bug in bugs:
+        path = tree / "src" / "ssmax" / bug.file
+        original = path.read_text()
+        path.write_text(original.replace(bug.old, bug.new))
+        start = time.monotonic()
+        try:
+            code, output, _ = run_tests(tree, tests, timeout=60 + 5 * baseline)
+        finally:
+            path.write_text(original)
+        seconds = time.monotonic() - start
+        if code is None:
+            outcome = Outcome(name, bug, "timeout", seconds, "(killed by the time limit)")
+        elif code in (1, 2):  # tests failed, or an error broke collection: the bug is seen
+            outcome = Outcome(name, bug, "killed", seconds, first_failure(output) or f"exit {code}")
+        elif code == 0:
+            outcome = Outcome(name, bug, "survived", seconds)
+        else:
+            raise Broken(f"{name}/{bug.name}: pytest exit {code}:\n{output[-3000:]}")
+        outcomes.append(outcome)
+        note = outcome.by
+        if outcome.status == "survived":
+            note = f"explained: {bug.why}" if bug.why else f"UNEXPLAINED {note}".strip()
+        print(f"  {outcome.status:<8} {name}/{bug.name} ({seconds:.1f} s) {note}", flush=True)
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--target",
+        action="append",
+        choices=list(TARGETS),
+        help="a target to check (repeatable; default: all, fingerprint last)",
+    )
+    parser.add_argument("--only", help="only the bugs whose name holds this text")
+    parser.add_argument("--list", action="store_true", help="list the bugs and exit")
+    args = parser.parse_args(argv)  # fmt: skip
+    names = args.target or list(TARGETS)
+    if args.list:  # and whether each bug's text is still in the source
+        for name in names:
+            for bug in TARGETS[name].bugs:
+                print(f"{name}/{bug.name}: {bug.file}" + (" (explained)" if bug.why else ""))
+        try:
+            for name in names:
+                check_text(name, list(TARGETS[name].bugs), REPO)
+        except Broken as e:
+            print(f"mutation check broken: {e}", file=sys.stderr)
+            return 2
+        return 0
+    start, outcomes = time.monotonic(), []
+    with tempfile.TemporaryDirectory(prefix="mutation-check-") as tmp:
+        tree = copy_tree(Path(tmp))
+        chosen = {n: [b for b in TARGETS[n].bugs if args.only is None or args.only in b.name]
+                  for n in names}  # fmt: skip
+        try:
+            for name in names:  # every bug's text first: a stale list fails before any test
+                check_text(name, chosen[name], tree)
+            for name in names:
+                if chosen[name]:
+                    outcomes += check_target(name, chosen[name], TARGETS[name].tests, tree)
+        except Broken as e:
+            print(f"mutation check broken: {e}", file=sys.stderr)
+            return 2
+    unexplained = [o for o in outcomes if o.status == "survived" and not o.bug.why]
+    stale = [o for o in outcomes if o.status != "survived" and o.bug.why]
+    print(f"\n{'target':<12} {'bugs':>5} {'killed':>7} {'survived':>9} {'explained':>10}")
+    for name in names:
+        mine = [o for o in outcomes if o.target == name]
+        survived = [o for o in mine if o.status == "survived"]
+        print(f"{name:<12} {len(mine):>5} {len(mine) - len(survived):>7} {len(survived):>9} "
+              f"{sum(bool(o.bug.why) for o in survived):>10}")  # fmt: skip
+    print(f"{time.monotonic() - start:.0f} s in all")
+    for o in stale:
+        print(f"note: {o.target}/{o.bug.name} is killed now; its `why` can go")
+    if unexplained:
+        listed = ", ".join(f"{o.target}/{o.bug.name}" for o in unexplained)
+        print(f"unexplained survivors: {listed}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
