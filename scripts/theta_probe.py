@@ -66,7 +66,7 @@ def probe(node: Path, factors: list[float], rows: int) -> list[dict]:
         share = (by_pos / seen.clamp(min=1)).tolist()
         out.append({
             "node": str(node), "factor": factor, "asked": asked, "recall": hits / max(asked, 1),
-            "by_token": [round(s, 3) for s, n in zip(share, seen.tolist()) if n > 0],
+            "by_token": [round(s, 3) for s, n in zip(share, seen.tolist(), strict=True) if n > 0],
         })  # fmt: skip
     return out
 
