@@ -124,3 +124,23 @@ def test_paper_preset_keeps_facts_off_and_tiny_turns_them_on() -> None:
     assert compose("preset=paper").data.facts.fraction == 0
     assert compose("preset=tiny").data.facts.fraction > 0
     assert compose("preset=smoke").data.facts.fraction > 0
+
+
+def test_a_tokenizer_trained_with_the_planted_facts_writes_numbers_in_chunks(
+    tmp_path: Path,
+) -> None:
+    """data.facts.in_tokenizer: the BPE also learns from planted facts, so numbers come in
+    multi-digit tokens, as GPT-2's BPE writes them; cached apart from the corpus-only BPE."""
+    from ssmax.data.tokenizer import bpe_path
+
+    prose = data_cfg(tmp_path, vocab_size=1024)
+    planted = data_cfg(tmp_path, vocab_size=1024)
+    planted.facts.in_tokenizer = 20000
+    number = " 8106422"
+    assert len(load_tokenizer(prose).encode(number)) == 8  # " " and one token a digit
+    tok = load_tokenizer(planted)
+    assert 2 <= len(tok.encode(number)) <= 4 and tok.decode(tok.encode(number)) == number
+    assert bpe_path(planted) != bpe_path(prose) and bpe_path(planted).is_file()
+    other = data_cfg(tmp_path, vocab_size=1024)
+    other.facts.in_tokenizer, other.facts.digits = 20000, [2, 3]
+    assert bpe_path(other) != bpe_path(planted)  # what the facts are is in the key

@@ -125,6 +125,10 @@ class FactsConfig:
         "Ashby", "Bertram", "Carrow", "Dunmore", "Ellison", "Fane", "Gresley", "Holloway",
         "Ingram", "Jessop", "Kendal", "Lovell", "Marsham", "Norcott", "Oakley", "Pembury",
     )  # fmt: skip
+    # Facts (each with its question and answer) added to the text the corpus BPE is trained on,
+    # so that it learns the planted language's numbers as GPT-2's BPE has them, in multi-digit
+    # tokens (" 8106422": " 8", "10", "64", "22"), not one token a digit; 0: the corpus alone.
+    in_tokenizer: int = rule(0, ge=0)
 
 
 @dataclass

@@ -122,6 +122,18 @@ class Planted:
     answer: tuple[int, int] | None  # tokens [a, b) of " {value}" after its question, if asked
 
 
+def fact_texts(spec: FactSpec, count: int, seed: int = 0) -> list[str]:
+    """count planted facts as text, each with its question and answer (as a row carries them),
+    a hundred to a document: the planted language for the tokenizer's training text."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        key, (fact, question) = rng.choice(spec.keys), rng.choice(spec.templates)
+        value = random_value(rng, spec.digits)
+        lines.append(f"{fact.format(key=key, value=value)} {question.format(key=key)} {value}.")
+    return ["\n".join(lines[i : i + 100]) for i in range(0, len(lines), 100)]
+
+
 def word_starts(tokenizer: Tokenizer) -> list[bool]:
     """For each token id: does its text begin with a space (a word start)?"""
     return [tokenizer.decode([i]).startswith(" ") for i in range(tokenizer.vocab_size)]

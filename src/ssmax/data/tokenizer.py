@@ -8,12 +8,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.corpus import embedded_sha, load_embedded
 from ssmax.io import atomic_copy, atomic_write_bytes
@@ -158,16 +159,31 @@ def train_bpe(texts: list[str], vocab_size: int) -> str:
 
 
 def bpe_path(data_cfg: DictConfig) -> Path:
-    """Cache file keyed by corpus, split fractions and vocab size: trained once."""
+    """Cache file keyed by corpus, split fractions, vocab size and the planted facts it was
+    trained on (data.facts.in_tokenizer): trained once."""
     key = f"{embedded_sha()[:16]}-v{data_cfg.val_fraction}-t{data_cfg.test_fraction}"
+    facts = data_cfg.facts
+    if facts.in_tokenizer:
+        spec = json.dumps(OmegaConf.to_container(facts, resolve=True), sort_keys=True)
+        key += f"-f{facts.in_tokenizer}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
     return Path(data_cfg.cache_dir) / "tokenizers" / f"bpe{data_cfg.vocab_size}-{key}.json"
+
+
+def planted_texts(data_cfg: DictConfig) -> list[str]:
+    """The planted facts the BPE also learns from (data.facts.in_tokenizer; [] for none)."""
+    count = int(data_cfg.facts.in_tokenizer)
+    if not count:
+        return []
+    from ssmax.data.facts import fact_texts, spec_from_cfg  # facts imports this module
+
+    return fact_texts(spec_from_cfg(data_cfg.facts), count)
 
 
 def load_bpe(data_cfg: DictConfig) -> BPETokenizer:
     path = bpe_path(data_cfg)
     if not path.exists():
         # Train on the embedded TRAIN split only, so held-out text stays unseen.
-        texts = load_embedded(data_cfg, "train")["text"]
+        texts = list(load_embedded(data_cfg, "train")["text"]) + planted_texts(data_cfg)
         log.info("training BPE (vocab %d) on %d documents", data_cfg.vocab_size, len(texts))
         atomic_write_bytes(path, train_bpe(texts, int(data_cfg.vocab_size)).encode("utf-8"))
     return BPETokenizer(path, int(data_cfg.vocab_size))
