@@ -144,3 +144,6 @@ def test_a_tokenizer_trained_with_the_planted_facts_writes_numbers_in_chunks(
     other = data_cfg(tmp_path, vocab_size=1024)
     other.facts.in_tokenizer, other.facts.digits = 20000, [2, 3]
     assert bpe_path(other) != bpe_path(planted)  # what the facts are is in the key
+    older = OmegaConf.create(OmegaConf.to_container(prose))  # a node config from before the key
+    del older.facts["in_tokenizer"]
+    assert bpe_path(older) == bpe_path(prose)

@@ -162,16 +162,22 @@ def bpe_path(data_cfg: DictConfig) -> Path:
     """Cache file keyed by corpus, split fractions, vocab size and the planted facts it was
     trained on (data.facts.in_tokenizer): trained once."""
     key = f"{embedded_sha()[:16]}-v{data_cfg.val_fraction}-t{data_cfg.test_fraction}"
-    facts = data_cfg.facts
-    if facts.in_tokenizer:
-        spec = json.dumps(OmegaConf.to_container(facts, resolve=True), sort_keys=True)
-        key += f"-f{facts.in_tokenizer}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
+    count = planted_count(data_cfg)
+    if count:
+        facts = OmegaConf.to_container(data_cfg.facts, resolve=True)
+        spec = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:12]
+        key += f"-f{count}-{spec}"
     return Path(data_cfg.cache_dir) / "tokenizers" / f"bpe{data_cfg.vocab_size}-{key}.json"
+
+
+def planted_count(data_cfg: DictConfig) -> int:
+    """data.facts.in_tokenizer (0 in a node's config.yaml written before the key existed)."""
+    return int(OmegaConf.select(data_cfg, "facts.in_tokenizer", default=0) or 0)
 
 
 def planted_texts(data_cfg: DictConfig) -> list[str]:
     """The planted facts the BPE also learns from (data.facts.in_tokenizer; [] for none)."""
-    count = int(data_cfg.facts.in_tokenizer)
+    count = planted_count(data_cfg)
     if not count:
         return []
     from ssmax.data.facts import fact_texts, spec_from_cfg  # facts imports this module
