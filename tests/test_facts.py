@@ -11,7 +11,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import compose
-from ssmax.data.facts import FactPlanter, FactSpec, check_spec, spec_from_cfg
+from ssmax.data.fact_spec import FactSpec, check_spec, spec_from_cfg
+from ssmax.data.facts import FactPlanter
 from ssmax.data.lm import packed_rows
 from ssmax.data.module import LMDataModule
 from ssmax.data.tokenizer import load_tokenizer

@@ -6,6 +6,7 @@ job states UNKNOWN) fails fast instead of hanging the suite.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import cloudpickle
 import pytest
 import submitit
 from submitit.core.utils import FailedJobError, UncompletedJobError
+from submitit.slurm.slurm import SlurmJobEnvironment
 
 from tests.slurm_fixtures import SlurmCluster
 
@@ -50,6 +52,19 @@ def _wait_for(what: str, check: Callable[[], bool], deadline_s: float = DEADLINE
         if time.monotonic() > end:
             pytest.fail(f"timed out after {deadline_s}s waiting for {what}")
         time.sleep(0.2)
+
+
+def _preempt(job: submitit.SlurmJob) -> None:
+    """A preemption: SIGTERM, then the requeue signal once the job has taken the SIGTERM.
+    submitit's job._interrupt() sends both back to back; once, on a loaded machine, the SIGTERM
+    reached the job after the requeue signal's handler had started `scontrol requeue`, and
+    killed it (the job failed: "scontrol requeue ... died with SIGTERM")."""
+    scancel = ["scancel", job.job_id, "--signal"]
+    subprocess.check_call([*scancel, "SIGTERM"])
+    stderr = Path(str(job.paths.stderr))
+    _wait_for("the job to take SIGTERM", lambda: stderr.exists()
+              and "Bypassing signal SIGTERM" in stderr.read_text())  # fmt: skip
+    subprocess.check_call([*scancel, SlurmJobEnvironment.USR_SIG])
 
 
 def _final_state(job: submitit.Job, deadline_s: float = 60.0) -> str:
@@ -171,7 +186,7 @@ def test_checkpointable_resumes_after_preemption(
     # submitit installs its signal handlers before it calls the function (process_job), so
     # once the marker exists the signal is handled.
     _wait_for("the first run to start", marker.exists)
-    job._interrupt()  # SIGTERM then USR2: preemption -> checkpoint -> requeue
+    _preempt(job)  # SIGTERM then USR2: preemption -> checkpoint -> requeue
     _wait(job, deadline_s=180)
     assert job.result() == 2
     log = Path(str(job.paths.stderr)).read_text()

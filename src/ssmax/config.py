@@ -192,8 +192,8 @@ def _check_batch(cfg: DictConfig, stage: str) -> None:
 
 
 def _check_facts(d: DictConfig) -> None:
-    """data.facts (ssmax.data.facts.check_spec's rules) and where facts can be planted."""
-    from ssmax.data.facts import spec_from_cfg
+    """data.facts (ssmax.data.fact_spec.check_spec's rules) and where facts can be planted."""
+    from ssmax.data.fact_spec import spec_from_cfg
 
     try:
         spec = spec_from_cfg(d.facts)

@@ -128,7 +128,7 @@ class FactsConfig:
     # Facts (each with its question and answer) added to the text the corpus BPE is trained on,
     # so that it learns the planted language's numbers as GPT-2's BPE has them, in multi-digit
     # tokens (" 8106422": " 8", "10", "64", "22"), not one token a digit; 0: the corpus alone.
-    in_tokenizer: int = rule(0, ge=0)
+    in_tokenizer: int = rule(0, ge=0)  # facts in the BPE's training text (0: the corpus alone)
 
 
 @dataclass

@@ -13,7 +13,8 @@ import torch
 from omegaconf import DictConfig
 
 from ssmax.data.corpus import embedded_sha, is_streaming, load_documents
-from ssmax.data.facts import FactPlanter, spec_from_cfg
+from ssmax.data.fact_spec import spec_from_cfg
+from ssmax.data.facts import FactPlanter
 from ssmax.data.packing import (
     chunk_stream,
     encode_stream,

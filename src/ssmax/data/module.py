@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from ssmax.data.corpus import is_streaming
-from ssmax.data.facts import spec_from_cfg
+from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.data.lm import fact_transform, packed_rows, stream_texts, tokenized_split
 from ssmax.data.packing import PackedDataset, train_sampler
 from ssmax.data.sft import SFTDataset, build_sft_dataset, trim_padding

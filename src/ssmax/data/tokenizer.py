@@ -180,7 +180,7 @@ def planted_texts(data_cfg: DictConfig) -> list[str]:
     count = planted_count(data_cfg)
     if not count:
         return []
-    from ssmax.data.facts import fact_texts, spec_from_cfg  # facts imports this module
+    from ssmax.data.fact_spec import fact_texts, spec_from_cfg
 
     return fact_texts(spec_from_cfg(data_cfg.facts), count)
 

@@ -59,7 +59,7 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
 
 def trained_on(data: DictConfig) -> dict[str, str]:
     """The data the models saw, in words: pretraining (with planted facts) and SFT."""
-    from ssmax.data.facts import spec_from_cfg
+    from ssmax.data.fact_spec import spec_from_cfg
 
     tokenizer = (
         f"GPT-2's BPE ({data.vocab_size:,} tokens)"

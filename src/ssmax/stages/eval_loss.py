@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ssmax.compiling import compile_enabled
-from ssmax.data.facts import spec_from_cfg
+from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.data.lm import iter_test_sequences, test_fact_sequences
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.common import model_device, prefetch, scaled_rope_theta, sdpa_first
