@@ -176,7 +176,8 @@ def test_token_finder_gives_the_token_holding_each_character(
         ("8106422.", "full"),
         (" The number is 8106422, yes", "full"),
         (" 8106423", "first_digit"),
-        (" 81064221", "first_digit"),  # extra digit: not the number
+        (" 81064221", "full"),  # the number, then digits: EOS is never chosen
+        (" 8106", "first_digit"),  # short of the number
         (" 8", "first_digit"),
         (" 1106422", "wrong"),
         (" Tokyo", "wrong"),

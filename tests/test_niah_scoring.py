@@ -26,7 +26,8 @@ NUMBER = "8106422"
 ANSWERS: dict[str, tuple[str, str]] = {
     "F": (" 8106422", "full"),
     "D": (" 8106423", "first_digit"),  # right first digit only
-    "L": (" 81064221", "first_digit"),  # a longer number is not the number
+    "L": (" 81064221", "full"),  # the number, then more digits (the reply cannot end: no EOS)
+    "S": (" 810642", "first_digit"),  # one digit short
     "W": (" 1106422", "wrong"),
     "Z": (" 08106422", "wrong"),  # zero-padded: its first digit is 0, not 8
     "X": (" Tokyo, I think.", "wrong"),  # no digits at all
@@ -37,13 +38,13 @@ ANSWERS: dict[str, tuple[str, str]] = {
 CELLS: dict[tuple[int, float], str] = {
     (128, 0.1): "FFFW",  # full 3/4  loose 3/4
     (128, 0.5): "FDWX",  # full 1/4  loose 2/4
-    (128, 0.9): "DL",  #   full 0/2  loose 2/2
+    (128, 0.9): "DS",  #   full 0/2  loose 2/2
     (256, 0.1): "FZ",  #   full 1/2  loose 1/2
     (256, 0.5): "D",  #    full 0/1  loose 1/1
-    (256, 0.9): "FFL",  #  full 2/3  loose 3/3
+    (256, 0.9): "FFS",  #  full 2/3  loose 3/3
     (512, 0.1): "XX",  #   full 0/2  loose 0/2  (no digits anywhere in the cell)
     (512, 0.5): "FDD",  #  full 1/3  loose 3/3
-    (512, 0.9): "F",  #    full 1/1  loose 1/1
+    (512, 0.9): "L",  #    full 1/1  loose 1/1
 }
 CONTEXTS, DEPTHS, MULTIPLES = [128, 256, 512], [0.1, 0.5, 0.9], [1, 2, 4]
 FULL_GRID = [

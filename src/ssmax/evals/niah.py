@@ -14,8 +14,12 @@ samples per cell, after SFT and with RoPE theta x50. Choices where the paper is 
   ``compile``: the prefill and the decoding step under torch.compile with symbolic shapes, one
   graph each for every prompt and cache length.
 - Scoring on decoded characters: the first run of digits in the answer is the reply; "full" if
-  it equals the number, "first_digit" if only its first digit is right, else "wrong" (also when
-  there are no digits). The "first_digit" accuracy grid counts full answers too.
+  it starts with the number, "first_digit" if only its first digit is right, else "wrong" (also
+  when there are no digits). The "first_digit" accuracy grid counts full answers too. Digits
+  after the number still count as full: EOS is never chosen, so the model cannot end its
+  reply, and a BPE that writes numbers in chunks (GPT-2's, or ``data.facts.in_tokenizer``) has
+  room in ``answer_tokens`` to go on after the 7th digit, as it does: " 8056020" -> " 805602002".
+  Under a BPE of one token per digit the 8 tokens end at the 7th digit and the rule is equality.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ def score_answer(answer: str, number: str) -> str:
     match = re.search(r"\d+", answer)
     if match is None:
         return "wrong"
-    if match.group() == number:
+    if match.group().startswith(number):
         return "full"
     return "first_digit" if match.group()[0] == number[0] else "wrong"
 
