@@ -53,7 +53,7 @@ $(VENV)/.installed: pyproject.toml
 reproduce-all: setup ## A declared pipeline as one cached DAG (PIPELINE=paper PRESET=tiny SEEDS=0,1 EXECUTOR=...)
 	$(PY) -m ssmax.pipeline run $(PIPELINE_ARGS)
 
-plan: setup ## Print the DAG: what is cached and what would run
+plan: setup ## Print the DAG and its cost; after one seed here, what SEEDS=3,4,... take on this machine
 	$(PY) -m ssmax.pipeline plan $(PIPELINE_ARGS)
 
 status: setup ## Each node's state on disk (cached / partial / to-run)

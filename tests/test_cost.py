@@ -14,6 +14,7 @@ from ssmax.pipeline.cost import (
     downstream_flops,
     per_token,
     plan_costs,
+    scheduled_hours,
 )
 from ssmax.pipeline.run import plan
 
@@ -183,3 +184,40 @@ def test_gpu1_is_the_paper_cut_to_one_gpu_day(tmp_path: Path) -> None:
     costs = plan_costs(base, jobs)
     assert all(c.rate is not None for c in costs if c.flops)  # every number measured on an H100
     assert sum(c.gpu_hours(1.0) for c in costs) <= 24
+
+
+def test_more_seeds_cost_what_the_finished_seed_took(smoke_pipeline: list[str], capsys) -> None:
+    """Nodes of a seed not run yet take the wall time the finished seed's twins recorded
+    (their FLOP/s applied to the same FLOPs), and the table says so (basis "done")."""
+    overrides = [*smoke_pipeline, "pipeline.seeds=[0,7]"]
+    base, jobs = plan(overrides)
+    costs = {c.name: c for c in plan_costs(base, jobs)}
+    twins = [j for j in jobs if j.seed == 0 and not j.inline and j.done is not None]
+    assert len(twins) >= 10
+    for twin in twins:
+        new = costs[twin.name.replace("seed0", "seed7")]
+        assert new.seconds == pytest.approx(twin.done["wall_s"]), twin.name
+        assert new.basis == "done" and new.wall_hours(1.0) == pytest.approx(new.seconds / 3600)
+    # twice the pretraining steps: twice the FLOPs of the twin's record, twice its seconds
+    base, jobs = plan([*overrides, "trainer.pretrain.max_steps=40"])
+    longer = {c.name: c for c in plan_costs(base, jobs)}["pretrain/b_ssmax/seed7"]
+    twin = next(j for j in twins if j.name == "pretrain/b_ssmax/seed0")
+    assert twin.done["flops"] == costs["pretrain/b_ssmax/seed7"].flops > 0
+    assert longer.seconds == pytest.approx(2 * twin.done["wall_s"])
+    assert main(["plan", *overrides, "executor=local"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("pretrain/b_ssmax/seed7 "))
+    assert row.split()[4] == "done" and "(basis done): from the wall times of finished" in out
+    assert "with executor.workers=2" in out
+
+
+def test_scheduled_hours_fill_the_workers_slots() -> None:
+    def node(name: str, seconds: float, *inputs: str) -> NodeCost:
+        return NodeCost(name, 0, seconds, 1, 0, list(inputs), seconds=seconds * 3600)
+
+    # a(2) -> b(1); c(2); z (computes nothing) after b; d(3) after c and z
+    costs = [node("a", 2), node("c", 2), node("b", 1, "a"), node("z", 0, "b"),
+             node("d", 3, "c", "z")]  # fmt: skip
+    assert scheduled_hours(costs, 1.0, workers=1) == 8  # one after another
+    assert scheduled_hours(costs, 1.0, workers=2) == 6  # a | c, then b, then d after z
+    assert scheduled_hours(costs, 1.0, workers=9) == critical_path_hours(costs, 1.0) == 6

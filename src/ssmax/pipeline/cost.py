@@ -6,7 +6,11 @@ trainer.devices x num_nodes for training, one GPU for an eval). GPU-hours come f
 `make bench` measured on ``cost.gpu`` for the node's model (ssmax.pipeline.measured: training
 tokens/s, seconds per Fig. 5 sequence, seconds per needle sample), each turned into the FLOP/s it
 reached and applied to the node's FLOPs; where none was measured, from ``cost.mfu`` of
-``cost.peak_flops``, an assumption the table marks as such.
+``cost.peak_flops``, an assumption the table marks as such. Where the output folder already
+holds finished nodes of the same stage (another seed of the variant, else another variant), their
+recorded wall times come first: the FLOP/s they reached on this machine, or their seconds for a
+node that computes nothing (basis "done"). So after one seed on a CPU, `make plan SEEDS=3,4,...`
+prints what more seeds take there, and the wall time with the local executor's workers.
 
 FLOPs per token, PaLM's convention (Chowdhery et al. 2022, App. B; the one bench_step.py
 measures MFU against), N = all parameters, L layers, d width, T the context: training
@@ -18,8 +22,11 @@ sequence length (an upper bound: batches are cut after their longest example).
 
 from __future__ import annotations
 
+import json
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -47,13 +54,23 @@ class NodeCost:
     kind: str | None = None  # which measured rate applies: train, eval_loss, niah
     rate: measured.Rate | None = None  # what its GPU-hours come from, where measured
     flop_rate: float | None = None  # FLOP/s that measurement reached on this node's model
+    seconds: float | None = None  # wall time from finished nodes of its stage (basis "done")
 
     def gpu_hours(self, throughput: float) -> float:
-        """Hours on one GPU: at the measured FLOP/s where there is one, else at throughput."""
+        """Hours on one device: from finished twins' wall time where there are some, else at
+        the measured FLOP/s where there is one, else at throughput."""
+        if self.seconds is not None:
+            return self.seconds * max(self.gpus, 1) / 3600
         return self.flops / (self.flop_rate or throughput) / 3600
 
     def wall_hours(self, throughput: float) -> float:
         return self.gpu_hours(throughput) / max(self.gpus, 1)
+
+    @property
+    def basis(self) -> str:
+        if self.seconds is not None:
+            return "done"
+        return "-" if not self.flops else "measured" if self.rate else "assumed"
 
 
 def per_token(cfg: DictConfig, context: int, training: bool) -> tuple[float, int]:
@@ -150,8 +167,35 @@ def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
         if cost.kind:
             cost.rate = measured.lookup(rates, base.cost.gpu, cfg.model.name, cost.kind)
             cost.flop_rate = measured_flop_rate(cfg, cost.rate) if cost.rate else None
+        if not job.inline:
+            cost.seconds = seconds_from_twins(job, cost)
         costs.append(cost)
     return costs
+
+
+def seconds_from_twins(job: NodeJob, cost: NodeCost) -> float | None:
+    """The node's wall time from finished nodes of its stage in the same output folder: the
+    variant's other seeds, else other variants; the median of their seconds, each scaled by
+    this node's FLOPs over the FLOPs its done record holds (taken as they are where either
+    computes none; a record without FLOPs, from before they were kept, counts for its own
+    variant only). None without any."""
+    stage = Path(job.dir).parents[2]  # nodes/<stage>/<variant>/seed<N>/<fingerprint>
+    own = f"{Path(job.dir).parents[1].name}/seed*/*/done.json"
+    for pattern in (own, "*/seed*/*/done.json"):
+        seconds = []
+        for done in stage.glob(pattern):
+            try:
+                record = json.loads(done.read_text())
+                wall, flops = float(record["wall_s"]), record.get("flops")
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # unreadable: not a measurement
+            if flops is None and pattern != own:
+                continue
+            scale = cost.flops / float(flops) if flops and cost.flops else 1.0
+            seconds.append(wall * scale)
+        if seconds:
+            return statistics.median(seconds)
+    return None
 
 
 def critical_path_hours(costs: list[NodeCost], throughput: float) -> float:
@@ -182,19 +226,19 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     else:  # in process: trainer.devices x num_nodes for training, one GPU per eval
         where = (f"executor={base.executor.kind}: trainer.devices x num_nodes; a cluster: "
                  "executor=slurm executor/slurm/profile=<name>")  # fmt: skip
+    on = f" on {c.gpu}" if any(n.flops and n.seconds is None for n in costs) else ""
     lines = [
-        f"\ncost on {c.gpu}; wall time with the GPUs of {where}",
+        f"\ncost{on}; wall time with the GPUs of {where}",
         *rate_lines(base, costs, throughput),
         "FLOPs/token: training 6N + 12 L d T, forward 2N + 4 L d T (PaLM's convention)",
         f"{'node':<42} {'tokens':>9} {'FLOPs':>9} {'GPU-h':>10} {'basis':>8} {'GPUs':>4} "
         f"{'wall':>8} {'disk':>8}",
     ]
     for n in costs:
-        if n.flops or n.disk:
-            basis = "-" if not n.flops else "measured" if n.rate else "assumed"
+        if n.flops or n.disk or n.seconds:
             lines.append(
                 f"{n.name:<42} {_count(n.tokens):>9} {n.flops:>9.2e} "
-                f"{_hours(n.gpu_hours(throughput)):>10} {basis:>8} {n.gpus:>4} "
+                f"{_hours(n.gpu_hours(throughput)):>10} {n.basis:>8} {n.gpus:>4} "
                 f"{_duration(n.wall_hours(throughput)):>8} {_bytes(n.disk):>8}"
             )
     tokens, flops = sum(n.tokens for n in costs), sum(n.flops for n in costs)
@@ -206,7 +250,7 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         f"{_duration(sequential):>8} {_bytes(sum(n.disk for n in costs)):>8}",
         f"wall: {_duration(sequential)} one node after another, "
         f"{_duration(critical_path_hours(costs, throughput))} with independent nodes side by "
-        "side (enough GPUs)",
+        "side (enough GPUs)" + _workers_wall(base, costs, throughput),
         f"shards (data.shards_dir, uint16): {_bytes(read * SHARD_BYTES)} for the "
         f"{_count(read)} tokens one pretraining reads; preparing a whole corpus takes 2 bytes "
         "per token of it (SlimPajama-627B train: ~1.25 TB)",
@@ -214,12 +258,52 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     return "\n".join(lines)
 
 
+def _workers_wall(base: DictConfig, costs: list[NodeCost], throughput: float) -> str:
+    if base.executor.kind != "local":
+        return ""
+    workers = int(base.executor.workers)
+    return (f", {_duration(scheduled_hours(costs, throughput, workers))} with executor.workers="
+            f"{workers}")  # fmt: skip
+
+
+def scheduled_hours(costs: list[NodeCost], throughput: float, workers: int) -> float:
+    """Wall time on ``workers`` slots as the local executor fills them: a node starts when its
+    inputs are done and a slot is free, in its order (the heaviest remaining chain first);
+    nodes that take no time (inline) take no slot."""
+    own = {c.name: c.wall_hours(throughput) for c in costs}
+    remaining = downstream_flops(costs)  # the executor's order (executors.run_local)
+    finish = {i: 0.0 for c in costs for i in c.inputs if i not in own}  # outside the plan
+    running: dict[str, float] = {}
+    pending, now, started = sorted(costs, key=lambda c: -remaining[c.name]), 0.0, True
+    while started or running:
+        started = False
+        for c in list(pending):
+            if all(finish.get(i, float("inf")) <= now for i in c.inputs):
+                if own[c.name] and len(running) >= workers:
+                    continue
+                finish[c.name] = now + own[c.name]
+                if own[c.name]:
+                    running[c.name] = finish[c.name]
+                pending.remove(c)
+                started = True
+        if not started and running:  # the next node to finish frees its slot
+            now = min(running.values())
+            running = {n: t for n, t in running.items() if t > now}
+            started = True
+    return max(finish.values(), default=0.0)
+
+
 def rate_lines(base: DictConfig, costs: list[NodeCost], throughput: float) -> list[str]:
-    """Where each kind of node's GPU-hours come from: a measured rate (what, when, on what)
-    or the assumed MFU."""
+    """Where each kind of node's GPU-hours come from: finished nodes' wall times, a measured
+    rate (what, when, on what) or the assumed MFU."""
     c, lines = base.cost, []
+    done = [n for n in costs if n.seconds is not None]
+    if done:
+        where = base.paths.output_dir
+        lines.append(f"  {len(done)} nodes (basis done): from the wall times of finished nodes "
+                     f"of their stage in {where} (this machine, as they ran)")  # fmt: skip
     for kind, label in (("train", "training"), ("eval_loss", "Fig. 5 loss"), ("niah", "NIAH")):
-        nodes = [n for n in costs if n.kind == kind]
+        nodes = [n for n in costs if n.kind == kind and n.seconds is None]
         rates = {n.rate for n in nodes if n.rate}
         for rate in sorted(rates, key=lambda r: r.device):
             lines.append(f"  {label}: {rate.describe()}")

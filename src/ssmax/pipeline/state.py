@@ -2,7 +2,8 @@
 
     <output_dir>/pipeline/nodes/<stage>/<variant>/seed<k>/<fingerprint[:16]>/
         config.yaml   the node's resolved config
-        done.json     {"fingerprint", "outputs", "run_id", "wall_s"}: written atomically, last
+        done.json     {"fingerprint", "outputs", "run_id", "wall_s", "flops"}: written
+                      atomically, last
 
 A folder without done.json is unfinished work (a training node resumes from its checkpoint
 there); one with done.json of the same fingerprint is a result. Old fingerprints' folders stay,
