@@ -97,9 +97,11 @@ def test_theta_is_scaled_in_one_place() -> None:
 
 def test_the_evals_and_the_pipeline_start_without_lightning() -> None:
     """Lightning takes seconds to import (~6 s of a job's start on 2 cores): only training
-    loads it; an eval, export or report job and the pipeline's client do without."""
+    loads it; an eval, export or report job, the pipeline's client and the tracking package
+    (the spool that `python -m ssmax.report` delivers) do without."""
     modules = ["ssmax.stages.eval_loss", "ssmax.stages.eval_niah", "ssmax.stages.export",
-               "ssmax.stages.report", "ssmax.pipeline.__main__"]  # fmt: skip
+               "ssmax.stages.report", "ssmax.pipeline.__main__", "ssmax.tracking.spool",
+               "ssmax.report.__main__"]  # fmt: skip
     loaded = modules_after("import " + ", ".join(modules))
     assert set(modules) <= loaded  # the check imported them
     assert {m for m in loaded if m.split(".")[0] == "lightning"} == set()

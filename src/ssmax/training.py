@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hydra
 import lightning as L
@@ -38,6 +43,7 @@ from ssmax.tracking import (
     run_tags,
     tracking_uri,
 )
+from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool, pending_line
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -89,10 +95,8 @@ def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
 def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume.
     On a tracking server, metrics go through a spool in run_dir: training never waits for the
-    server, nor stops when it is away (ssmax.tracking.spool); a local sqlite store is written
+    server, nor stops when it is away (SpoolingMLFlowLogger); a local sqlite store is written
     directly (there is no server to lose)."""
-    from ssmax.tracking.spool import SpoolingMLFlowLogger
-
     ensure_experiment(cfg)  # the store created under its lock (concurrent runs: ssmax.tracking)
     id_file = run_dir / RUN_ID_FILE
     run_id = id_file.read_text().strip() if id_file.exists() else None
@@ -294,3 +298,58 @@ class SaveWeightsAt(L.Callback):
         if trainer.is_global_zero and not path.exists():
             atomic_write_json(data_state_path(path), state)
             atomic_torch_save(lit.model.state_dict(), path)
+
+
+_BAD_KEY = re.compile(r"[^a-zA-Z0-9_/. -]+")  # what MLflow refuses in a metric name
+
+
+class SpoolingMLFlowLogger(ResumableMLFlowLogger):
+    """A ResumableMLFlowLogger whose metrics and final status go through a Spool in the run
+    folder (ssmax.tracking.spool). The run is created (or reopened) at start, when the server
+    answers."""
+
+    def __init__(self, *args: Any, spool_dir: str | Path, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spool = Spool(Path(spool_dir) / SPOOL_FILE)
+        self._status: str | None = None
+        # Steps an earlier run of this folder left pending are on their way: logged already.
+        # Its end status is not: the run is open again (RUNNING) and will end with its own.
+        for record in self.spool.pending:
+            record["superseded"] = "status" in record and record["run_id"] == self.run_id
+            for key, _, _, step in record.get("metrics", ()):
+                self._logged_through[key] = max(self._logged_through.get(key, -1), step)
+        if self.spool.pending:
+            self.spool.start()
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        metrics = self.unlogged(metrics, step)  # steps the run holds are dropped
+        now = int(time.time() * 1000)
+        rows = [[_BAD_KEY.sub("", k), float(v), now, step or 0]
+                for k, v in metrics.items() if not isinstance(v, str)]  # fmt: skip
+        if rows:
+            self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id, "metrics": rows})
+
+    def finalize(self, status: str = "success") -> None:
+        """The run's end status, queued behind its metrics (Lightning calls this after fit and
+        again after validate: a repeated status is queued once)."""
+        if not self._initialized:
+            return
+        deferred = active_deferral()  # a requeued run is KILLED, as in ResumableMLFlowLogger
+        if status == "failed" and deferred is not None and deferred.requeued:
+            status = "KILLED"
+        status = {"success": "FINISHED", "finished": "FINISHED", "failed": "FAILED"}.get(
+            status, status
+        )
+        if status != self._status:
+            self._status = status
+            self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id,
+                               "status": status, "end_time": int(time.time() * 1000)})  # fmt: skip
+
+    def drain(self, wait: float = DRAIN_WAIT_S) -> bool:
+        """At the end of the run: wait up to `wait` s for the server; one line when some is
+        left (in the run folder, for the next run or `python -m ssmax.report`)."""
+        done = self.spool.deliver(wait)
+        if not done:
+            print(pending_line(self.spool, self._tracking_uri), file=sys.stderr, flush=True)
+        self.spool.close()
+        return done

@@ -7,17 +7,20 @@ error and drops the batch (mlflow/utils/async_logging/async_logging_queue.py). N
 metric through an outage longer than the retries. So, for an http(s) tracking URI:
 
 - `ssmax.tracking.reach.check_reachable`: one short request before any work (the commands).
-- `SpoolingMLFlowLogger`: each metrics batch (and the run's final status) is appended to
-  <run folder>/mlflow-pending.jsonl and a thread delivers the lines in order, one attempt at
-  a time with a short timeout, retrying while the server is away; the training step never
-  waits. What is still pending when the run ends stays in the file (one line says so); the
-  next run of that folder, `python -m ssmax.pipeline run` and `python -m ssmax.report` deliver
-  it (`deliver_pending`). A line delivered twice (sent, then the process died before counting
-  it) is harmless: the server keeps one copy of an identical (key, value, timestamp, step).
+- `Spool`, under training's logger (`ssmax.training.SpoolingMLFlowLogger`): each metrics
+  batch (and the run's final status) is appended to <run folder>/mlflow-pending.jsonl and a
+  thread delivers the lines in order, one attempt at a time with a short timeout, retrying
+  while the server is away; the training step never waits. What is still pending when the
+  run ends stays in the file (one line says so); the next run of that folder, `python -m
+  ssmax.pipeline run` and `python -m ssmax.report` deliver it (`deliver_pending`). A line
+  delivered twice (sent, then the process died before counting it) is harmless: the server
+  keeps one copy of an identical (key, value, timestamp, step).
 - `finish_later`: a pipeline's training node that ends with metrics pending is finished (tags,
   status) through the same file, behind them.
 
 A local sqlite store needs none of this (no server to lose): it is written directly, as before.
+This module is plain MLflow and imports no Lightning: `python -m ssmax.report` and the pipeline
+deliver what is pending without it.
 """
 
 from __future__ import annotations
@@ -25,15 +28,12 @@ from __future__ import annotations
 import fcntl
 import json
 import math
-import re
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ssmax.lit.resume import ResumableMLFlowLogger, active_deferral
 from ssmax.tracking.reach import request, why
 
 SPOOL_FILE = "mlflow-pending.jsonl"  # in the run folder: what the server has not received yet
@@ -41,7 +41,6 @@ SEND_TIMEOUT_S = 5  # one delivery attempt; the training thread never waits for 
 RETRY_EVERY_S = 2.0  # between attempts while the server is away
 DRAIN_WAIT_S = 10.0  # at the end of a run: how long to wait for the server before leaving
 MAX_BATCH = 1000  # metrics per log-batch request (MLflow's limit)
-_BAD_KEY = re.compile(r"[^a-zA-Z0-9_/. -]+")  # what MLflow refuses in a metric name
 
 
 class Spool:
@@ -154,58 +153,7 @@ class Spool:
         return True
 
 
-class SpoolingMLFlowLogger(ResumableMLFlowLogger):
-    """A ResumableMLFlowLogger whose metrics and final status go through a Spool in the run
-    folder. The run is created (or reopened) at start, when the server answers."""
-
-    def __init__(self, *args: Any, spool_dir: str | Path, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.spool = Spool(Path(spool_dir) / SPOOL_FILE)
-        self._status: str | None = None
-        # Steps an earlier run of this folder left pending are on their way: logged already.
-        # Its end status is not: the run is open again (RUNNING) and will end with its own.
-        for record in self.spool.pending:
-            record["superseded"] = "status" in record and record["run_id"] == self.run_id
-            for key, _, _, step in record.get("metrics", ()):
-                self._logged_through[key] = max(self._logged_through.get(key, -1), step)
-        if self.spool.pending:
-            self.spool.start()
-
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        metrics = self.unlogged(metrics, step)  # steps the run holds are dropped
-        now = int(time.time() * 1000)
-        rows = [[_BAD_KEY.sub("", k), float(v), now, step or 0]
-                for k, v in metrics.items() if not isinstance(v, str)]  # fmt: skip
-        if rows:
-            self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id, "metrics": rows})
-
-    def finalize(self, status: str = "success") -> None:
-        """The run's end status, queued behind its metrics (Lightning calls this after fit and
-        again after validate: a repeated status is queued once)."""
-        if not self._initialized:
-            return
-        deferred = active_deferral()  # a requeued run is KILLED, as in ResumableMLFlowLogger
-        if status == "failed" and deferred is not None and deferred.requeued:
-            status = "KILLED"
-        status = {"success": "FINISHED", "finished": "FINISHED", "failed": "FAILED"}.get(
-            status, status
-        )
-        if status != self._status:
-            self._status = status
-            self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id,
-                               "status": status, "end_time": int(time.time() * 1000)})  # fmt: skip
-
-    def drain(self, wait: float = DRAIN_WAIT_S) -> bool:
-        """At the end of the run: wait up to `wait` s for the server; one line when some is
-        left (in the run folder, for the next run or `python -m ssmax.report`)."""
-        done = self.spool.deliver(wait)
-        if not done:
-            print(_pending_line(self.spool, self._tracking_uri), file=sys.stderr, flush=True)
-        self.spool.close()
-        return done
-
-
-def _pending_line(spool: Spool, uri: str) -> str:
+def pending_line(spool: Spool, uri: str) -> str:
     return (f"tracking server {uri} unreachable ({spool.error or 'no answer'}): "
             f"{len(spool.pending)} MLflow records kept in {spool.path}; the next run of that "
             "folder, `python -m ssmax.pipeline run` or `python -m ssmax.report` delivers "
@@ -244,7 +192,7 @@ def deliver_pending(root: str | Path, wait: float = DRAIN_WAIT_S) -> int:
             continue
         if spool.pending and not spool.deliver(wait):
             left += 1
-            print(_pending_line(spool, spool.pending[0]["uri"]), file=sys.stderr, flush=True)
+            print(pending_line(spool, spool.pending[0]["uri"]), file=sys.stderr, flush=True)
         elif spool.sent:
             print(f"delivered {spool.sent} pending MLflow records from {path}", flush=True)
         spool.close()
