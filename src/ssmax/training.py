@@ -32,6 +32,7 @@ from ssmax.lit.resume import (
     ResumableMLFlowLogger,
     StepBoundary,
     active_deferral,
+    end_status,
 )
 from ssmax.model import load_backbone
 from ssmax.ranks import global_rank
@@ -334,9 +335,7 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
         again after validate: a repeated status is queued once)."""
         if not self._initialized:
             return
-        deferred = active_deferral()  # a requeued run is KILLED, as in ResumableMLFlowLogger
-        if status == "failed" and deferred is not None and deferred.requeued:
-            status = "KILLED"
+        status = end_status(status)  # a requeued run is KILLED
         status = {"success": "FINISHED", "finished": "FINISHED", "failed": "FAILED"}.get(
             status, status
         )

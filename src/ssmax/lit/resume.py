@@ -54,12 +54,7 @@ class ResumableMLFlowLogger(MLFlowLogger):
                 self._logged_through[key] = max(steps, default=-1)
 
     def finalize(self, status: str = "success") -> None:
-        # Lightning finalizes with "failed" on any exception, the requeue's exit included: a
-        # requeued run is KILLED (it goes on in the next job), not FAILED.
-        deferred = active_deferral()
-        if status == "failed" and deferred is not None and deferred.requeued:
-            status = "KILLED"
-        super().finalize(status)
+        super().finalize(end_status(status))
 
     def unlogged(self, metrics: Mapping[str, float], step: int | None) -> dict[str, float]:
         """The metrics of `step` the run does not hold yet (all of them without a step)."""
@@ -81,6 +76,16 @@ _active: DeferredSignal | None = None
 def active_deferral() -> DeferredSignal | None:
     """The DeferredSignal of this process while a requeueing job runs (ssmax.pipeline.requeue)."""
     return _active
+
+
+def end_status(status: str) -> str:
+    """The status a logger ends its run with. Lightning finalizes with "failed" on any
+    exception, the requeue's exit included: a requeued run is KILLED (it goes on in the next
+    job), not FAILED."""
+    deferred = active_deferral()
+    if status == "failed" and deferred is not None and deferred.requeued:
+        return "KILLED"
+    return status
 
 
 class DeferredSignal:
