@@ -66,7 +66,7 @@ export: setup ## A finished node as a transformers folder (NODE=sft/b_ssmax/seed
 	$(PY) -m ssmax.export --node $(NODE) $(if $(OUT),--out $(OUT)) $(PIPELINE_ARGS)
 
 mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-C stops it)
-	$(PY) -m ssmax.report.ui --output-dir $(OUTPUT_DIR) --port $(PORT)
+	$(PY) -m ssmax.tracking.ui --output-dir $(OUTPUT_DIR) --port $(PORT)
 
 mlflow-server: setup ## A tracking server for clusters: HOST=0.0.0.0 PORT=5000 (BACKEND_STORE_URI=postgresql://...); prints the tracking.tracking_uri to set
 	$(PY) -m ssmax.tracking.server --dir $(SERVER_DIR) --host $(HOST) --port $(PORT) \

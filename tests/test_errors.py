@@ -190,7 +190,7 @@ def test_gpu_bench_script_refuses_an_unknown_part_before_any_work(tmp_path: Path
 def test_mlflow_ui_on_a_busy_port_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ssmax.report.ui import main as ui_main
+    from ssmax.tracking.ui import main as ui_main
 
     (tmp_path / "mlflow.db").write_bytes(b"")
     with socket.socket() as sock:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ssmax.pipeline.run import compose_pipeline
-from ssmax.report.ui import start_ui, stop_ui
+from ssmax.tracking.ui import start_ui, stop_ui
 from tests.conftest import first_pipeline_run
 
 pytestmark = pytest.mark.slow

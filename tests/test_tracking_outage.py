@@ -2,7 +2,7 @@
 for longer than MLflow's retries and comes back (ssmax.tracking.reach, ssmax.tracking.spool).
 
 Real parts: `python -m ssmax.train` and `python -m ssmax.pipeline` processes, a real server
-(ssmax.report.ui.start_ui: its own process group, stopped with SIGTERM), real sqlite. Training is
+(ssmax.tracking.ui.start_ui: its own process group, stopped with SIGTERM), real sqlite. Training is
 held at chosen steps (ssmax.lit.hold.HoldAtStep) while the test acts on the server. That training
 never waits on the server is shown by events, not durations, in both tests (the server away
 mid-run and back; away when the run ends): the training loop's thread sent it nothing
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from ssmax.lit.hold import held_marker
-from ssmax.report.ui import UIServer, free_port, start_ui, stop_ui
 from ssmax.tracking.reach import PROBE_TIMEOUT_S
 from ssmax.tracking.spool import SPOOL_FILE, finish_later
+from ssmax.tracking.ui import UIServer, free_port, start_ui, stop_ui
 from tests.server_calls import calls_to
 
 ROOT = Path(__file__).resolve().parents[1]

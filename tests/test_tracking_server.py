@@ -23,8 +23,8 @@ from mlflow import MlflowClient
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
-from ssmax.report.ui import free_port
 from ssmax.tracking.server import main as server_main
+from ssmax.tracking.ui import free_port
 from tests.tracking_fixtures import assert_all_on_server, group_gone
 
 pytestmark = pytest.mark.slow

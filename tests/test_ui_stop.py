@@ -1,4 +1,4 @@
-"""`python -m ssmax.report.ui` leaves nothing behind: on SIGTERM, SIGINT and SIGHUP, and when its
+"""`python -m ssmax.tracking.ui` leaves nothing behind: on SIGTERM, SIGINT and SIGHUP, and when its
 own parent dies, its `mlflow server` and every process under it end and the port is free."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ssmax.report.ui import free_port
+from ssmax.tracking.ui import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # The UI runs under a parent of its own (a shell), so that the test can kill that parent.
-LAUNCH = 'python -m ssmax.report.ui --output-dir "$1" --port "$2" & echo $! ; wait'
+LAUNCH = 'python -m ssmax.tracking.ui --output-dir "$1" --port "$2" & echo $! ; wait'
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "parent dies"])

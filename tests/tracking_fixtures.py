@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from ssmax.report.ui import start_ui, stop_ui
+from ssmax.tracking.ui import start_ui, stop_ui
 
 
 def group_gone(pgid: int, deadline_s: float = 30.0) -> bool:

@@ -1,12 +1,12 @@
 """A tracking server for runs on several machines (`make mlflow-server`).
 
 `python -m ssmax.tracking.server --dir outputs/mlflow-server --host 0.0.0.0 --port 5000`
-starts a real `mlflow server` (ssmax.report.ui.start_ui: its own process group) with a SQL
+starts a real `mlflow server` (ssmax.tracking.ui.start_ui: its own process group) with a SQL
 store (default: sqlite in --dir; any SQLAlchemy URI with --backend-store-uri, e.g. Postgres
 for many nodes) that proxies every artifact to --artifacts-destination (default: --dir's
 artifacts/ folder; or s3://...). It prints the `tracking.tracking_uri=...` to set and serves
 until Ctrl-C, SIGTERM or SIGHUP, or until its parent dies, then stops the server and its
-workers (ssmax.report.ui.serve_until_stopped).
+workers (ssmax.tracking.ui.serve_until_stopped).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ssmax.report.ui import free_port, port_in_use, serve_until_stopped, start_ui
 from ssmax.tracking import sqlite_file
+from ssmax.tracking.ui import free_port, port_in_use, serve_until_stopped, start_ui
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 

@@ -1,6 +1,6 @@
 """The MLflow UI over a pipeline's store: ``start_ui`` / ``stop_ui`` (tests, `make mlflow-ui`).
 
-`python -m ssmax.report.ui --output-dir outputs --port 5000` serves until Ctrl-C. The server
+`python -m ssmax.tracking.ui --output-dir outputs --port 5000` serves until Ctrl-C. The server
 runs in its own session (setsid) because its worker children outlive a plain kill of the
 parent; stopping signals the whole process group. The command stops it on SIGINT, SIGTERM and
 SIGHUP, and when its own parent dies (a closed terminal, a killed job script): no server is
