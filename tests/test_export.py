@@ -5,6 +5,7 @@ NIAH answers; softmax needs no remote code. Real transformers, no mocks."""
 from __future__ import annotations
 
 import copy
+import json
 import random
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import model_config, variant_config
+from ssmax.config import ConfigError, model_config, variant_config
 from ssmax.data.lm import test_texts
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import scaled_rope_theta
@@ -223,6 +224,18 @@ def test_cli_exports_weights_with_their_config(exported: dict, tmp_path: Path, c
         (lambda r: ["--out", str(r / "o")], "one of the arguments --node --weights is required"),
         (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r / "o"), "--rope-factor",
                     "x"], "argument --rope-factor: invalid float value: 'x'"),
+        # the edges (issue 34): an --out under a file, theta x inf or nan (JSON holds neither),
+        # weights missing with the config.yaml that would be beside them
+        (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r / "model.pt" / "o")],
+         "--out={r}/model.pt/o: {r}/model.pt is a file; allowed: a new path"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r / "model.pt" / "a" / "o")],
+         "{r}/model.pt is a file; allowed: a new path"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r / "o"),
+                    "--rope-factor=inf"], "--rope-factor=inf; allowed: a finite number > 0"),
+        (lambda r: ["--weights", str(r / "model.pt"), "--out", str(r / "o"),
+                    "--rope-factor=nan"], "--rope-factor=nan; allowed: a finite number > 0"),
+        (lambda r: ["--weights", str(r / "gone" / "model.pt"), "--out", str(r / "o")],
+         "--weights={r}/gone/model.pt: no such file; give a run's model.pt"),
     ],
 )  # fmt: skip
 def test_cli_bad_input_is_one_line_and_writes_nothing(
@@ -242,7 +255,66 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(
     assert sorted(tmp_path.rglob("*")) == before  # no folder, no temporary left
 
 
+def strict_json(text: str) -> object:
+    """json.loads that refuses NaN and Infinity, which are not JSON."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_every_file_is_strict_json(exported: dict) -> None:
+    for _, _, path in exported.values():
+        for file in path.glob("*.json"):
+            assert "__float__" not in file.read_text(), file  # transformers' NaN and infinity
+            strict_json(file.read_text())
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [("s", "config.json would hold ssmax_s[0][1] = nan; allowed: finite numbers only"),
+     ("theta", "rope_factor=inf; allowed: a finite number > 0")],
+)  # fmt: skip
+def test_nan_and_infinity_are_refused_before_anything_is_written(
+    exported: dict, tmp_path: Path, bad: str, error: str
+) -> None:
+    # a diverged run's law, or theta x inf: transformers writes {"__float__": "NaN"} and
+    # json.dumps a bare NaN, neither of which other JSON readers take
+    model, cfg, _ = exported["b_ssmax"]
+    model, factor = copy.deepcopy(model), float("inf") if bad == "theta" else 1.0
+    if bad == "s":
+        with torch.no_grad():
+            model.layers[0].attn.s[1] = float("nan")
+    with pytest.raises(ConfigError) as err:
+        write_export(model, cfg.data, tmp_path / "out", factor)
+    assert str(err.value) == error
+    assert list(tmp_path.iterdir()) == []  # not even a temporary folder
+
+
 # ------------------------------------------------------------------ the pipeline's export
+def test_stage_export_names_the_trained_node_and_its_fingerprint(
+    exported: dict, tmp_path: Path
+) -> None:
+    # the export stage's ssmax.json: the node that trained the weights, and its fingerprint
+    from ssmax.pipeline.state import node_dir, write_done
+    from ssmax.stages import export
+    from ssmax.stages.common import StageContext
+
+    model, cfg, _ = exported["b_ssmax"]
+    name, fingerprint = "sft/b_ssmax/seed0", "9a004d568695fa99" + "0" * 48
+    trained = node_dir(tmp_path, name, fingerprint)
+    trained.mkdir(parents=True)
+    torch.save(model.state_dict(), trained / "model.pt")
+    outputs = {"weights": str(trained / "model.pt")}
+    write_done(trained, {"node": name, "fingerprint": fingerprint, "outputs": outputs})
+    cfg = OmegaConf.merge(cfg, {"tracking": {"enabled": False}})
+    ctx = StageContext("export/b_ssmax/seed0", "export", cfg, tmp_path / "export", {name: outputs})
+    folder = Path(export.run(ctx)["models"]["sft"])
+    info = strict_json((folder / "ssmax.json").read_text())
+    assert info["node"] == name and info["fingerprint"] == fingerprint
+
+
 def test_export_fingerprint_covers_the_shipped_law_and_plan_needs_no_transformers() -> None:
     import subprocess
     import sys
@@ -276,6 +348,8 @@ def test_smoke_pipeline_exports_every_variant(smoke_pipeline: list[str]) -> None
             stage = name.split("/")[0]
             path = Path(outputs["models"][stage])
             assert path.is_relative_to(job.dir) and outputs["registered"][stage]["version"] >= 1
+            info = strict_json((path / "ssmax.json").read_text())
+            assert info["node"] == name and info["fingerprint"] == by_name[name].fingerprint
             node_cfg = OmegaConf.create(by_name[name].cfg_yaml)
             model = load_model(node_cfg, by_name[name].done["outputs"]["weights"])
             ids = torch.arange(4 * node_cfg.data.seq_len)[None] % node_cfg.data.vocab_size

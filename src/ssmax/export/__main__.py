@@ -35,6 +35,16 @@ def run_config(path: Path) -> DictConfig:
     return cfg
 
 
+def check_out(out: Path) -> None:
+    """out must be new, and the nearest folder above it that exists a folder (not a file)."""
+    if out.exists():
+        raise ConfigError(f"--out={out} exists; allowed: a path that does not exist yet")
+    above = next(p for p in out.absolute().parents if p.exists())
+    if not above.is_dir():
+        raise ConfigError(f"--out={out}: {above} is a file; allowed: a new path whose nearest "
+                          "existing parent is a folder")  # fmt: skip
+
+
 def node_source(node: str, overrides: list[str]) -> tuple[DictConfig, str, dict[str, Any]]:
     """(config, weights, provenance) of a finished pipeline node with weights."""
     from ssmax.pipeline.run import plan
@@ -78,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, overrides = parser.parse_known_args(argv)
         require_transformers()
-        from ssmax.export.folder import trained_model, write_export  # imports transformers
+        from ssmax.export.folder import check_rope_factor, trained_model, write_export
+        from ssmax.inputs import read_weights
 
         bad = [o for o in overrides if o.startswith("-") or "=" not in o]
         if bad or (args.weights and overrides):
@@ -90,16 +101,16 @@ def main(argv: list[str] | None = None) -> int:
             default = Path(cfg.paths.output_dir) / "export" / args.node.replace("/", "-")
         else:
             weights, info = args.weights, {"weights": str(args.weights)}
+            if not Path(weights).is_file():  # named before the config.yaml looked for beside it
+                read_weights(weights, key="--weights")  # raises: no such file, or a folder
             cfg = run_config(Path(args.config or Path(args.weights).parent / "config.yaml"))
             default = None
         out = Path(args.out) if args.out else default
         if out is None:
             raise ConfigError("--out is required with --weights; allowed: a new folder's path")
-        if out.exists():
-            raise ConfigError(f"--out={out} exists; allowed: a path that does not exist yet")
+        check_out(out)
         factor = args.rope_factor if args.rope_factor is not None else info.pop("rope_factor", 1.0)
-        if not factor > 0:
-            raise ConfigError(f"--rope-factor={factor}; allowed: a number > 0")
+        check_rope_factor(factor, "--rope-factor")  # inf and nan too: JSON cannot hold them
         info.pop("rope_factor", None)
         write_export(trained_model(cfg, weights), cfg.data, out, factor, info)
     except (ConfigError, ValueError) as err:  # ConfigError: a ValueError in one line

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,35 @@ def generation_config(eos_id: int) -> Any:
     )  # fmt: skip
 
 
+def check_rope_factor(factor: float, key: str = "rope_factor") -> float:
+    """factor, if theta x factor is a RoPE theta JSON can hold (NaN and infinity it cannot)."""
+    if not (math.isfinite(factor) and factor > 0):
+        raise ConfigError(f"{key}={factor}; allowed: a finite number > 0")
+    return factor
+
+
+def first_nonfinite(obj: Any, where: str = "") -> str | None:
+    """The first NaN or infinity in obj (nested dicts and lists) as 'key[i] = nan', else None."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else f"{where or 'value'} = {obj}"
+    if isinstance(obj, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(obj))
+    else:
+        return None
+    return next((bad for key, v in items if (bad := first_nonfinite(v, key))), None)
+
+
+def check_strict_json(files: dict[str, Any]) -> None:
+    """JSON has no NaN or infinity (transformers would write {"__float__": "Infinity"}, json a
+    bare Infinity): refuse them, before anything is written (a diverged run's s, p_n)."""
+    for name, content in files.items():
+        bad = first_nonfinite(content)
+        if bad:
+            raise ConfigError(f"{name} would hold {bad}; allowed: finite numbers only")
+
+
 def write_export(
     model: Transformer,
     data_cfg: DictConfig,
@@ -93,6 +123,7 @@ def write_export(
     dest = Path(dest)
     if dest.exists():
         raise FileExistsError(f"{dest} exists; allowed: a path that does not exist yet")
+    check_rope_factor(rope_factor)
     tokenizer = hf_tokenizer(data_cfg)
     hf = to_transformers(model, tokenizer.eos_token_id, rope_factor)
     if isinstance(hf, SSMaxLlamaForCausalLM):  # config.json's auto_map, modeling_ssmax.py copied
@@ -104,8 +135,10 @@ def write_export(
         "rope_theta": hf.config.rope_parameters["rope_theta"], "rope_factor": rope_factor,
         "remote_code": isinstance(hf, SSMaxLlamaForCausalLM), **(provenance or {}),
     }  # fmt: skip
+    check_strict_json({"config.json": hf.config.to_dict(), PROVENANCE: info,
+                       "generation_config.json": hf.generation_config.to_dict()})  # fmt: skip
     with atomic_dir(dest) as tmp:
         hf.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / PROVENANCE).write_text(json.dumps(info, indent=2) + "\n")
+        (tmp / PROVENANCE).write_text(json.dumps(info, indent=2, allow_nan=False) + "\n")
     return dest

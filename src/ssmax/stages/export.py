@@ -9,6 +9,7 @@ The folders are at the training theta; theta x50 is a config edit (README, expor
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.spec import StageSpec
@@ -36,12 +37,25 @@ def run(ctx: StageContext) -> dict[str, Any]:
         stage = name.split("/")[0]
         dest = ctx.out_dir / "hf" / stage
         shutil.rmtree(dest, ignore_errors=True)  # an attempt of this node that did not finish
-        info = {"node": name, "seed": ctx.cfg.seed, "preset": str(ctx.cfg.preset.name)}
+        info = {"node": name, "fingerprint": trained_fingerprint(name, outputs["weights"]),
+                "seed": ctx.cfg.seed, "preset": str(ctx.cfg.preset.name)}  # fmt: skip
         write_export(trained_model(ctx.cfg, outputs["weights"]), ctx.cfg.data, dest, 1.0, info)
         models[stage] = str(dest)
         if tracked and outputs.get("run_id"):
             registered[stage] = register(ctx, outputs["run_id"], dest, name)
     return {"models": models, "registered": registered}
+
+
+def trained_fingerprint(name: str, weights: str) -> str:
+    """The fingerprint of node `name`, from its done record in a folder above the weights it
+    wrote (a stage is given its inputs' outputs, not their fingerprints)."""
+    from ssmax.pipeline.state import read_record
+
+    for folder in Path(weights).parents:
+        record = read_record(folder)
+        if record is not None and record.get("node") == name:
+            return str(record["fingerprint"])
+    raise RuntimeError(f"{name}: no done record of it in a folder above its weights {weights}")
 
 
 def register(ctx: StageContext, run_id: str, folder: Any, source: str) -> dict[str, Any]:
