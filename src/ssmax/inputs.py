@@ -17,12 +17,13 @@ import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.data.identity import listed_files
 
 SAMPLE_LINES = 1000  # lines of each local jsonl file checked before the run
 SQUAD_KEYS = ("id", "context", "question", "answers")  # a jsonl row (title is optional)
@@ -45,15 +46,6 @@ def check_inputs(cfg: DictConfig, sft: bool = True) -> None:
     if sft and data.sft_source == "squad_v2" and data.squad_files:
         for path in listed_files(data.squad_files):
             check_squad(path)
-
-
-def listed_files(value: Any) -> list[str]:
-    """The files of a setting: one path, a list, or a mapping split -> path(s)."""
-    if OmegaConf.is_config(value):
-        value = OmegaConf.to_container(value, resolve=True)
-    if isinstance(value, dict):
-        return [f for v in value.values() for f in listed_files(v)]
-    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
 
 
 # ------------------------------------------------------------------------------ output folder

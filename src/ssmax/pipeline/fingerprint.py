@@ -2,8 +2,8 @@
 
 It covers the config keys the stage declares it reads (its SPEC; not logging or progress
 settings), the fingerprints of its inputs, the source code of the modules the stage runs
-(derived from its imports: ssmax.pipeline.code), and the data manifest. Same fingerprint,
-same result: the node is skipped.
+(derived from its imports: ssmax.pipeline.code), and the data manifest (ssmax.data.identity).
+Same fingerprint, same result: the node is skipped.
 """
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import cache
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.data.identity import data_manifest, data_shape
 from ssmax.pipeline.code import PACKAGE, stage_code
 from ssmax.stages.spec import StageSpec
 
-SFT_KEYS = ("sft_", "squad_files", "hf_squad")
-# where data lives and how it is read; the shards' content counts instead (training_data)
-LOCAL_DATA_KEYS = ("cache_dir", "num_workers", "shards_dir", "prepare_num_proc",
-                   "prepare_files_per_shard")  # fmt: skip
 FACTS = "facts"  # a variant's facts: a stage that acts on one declares it (variant.facts.<key>)
 
 
@@ -36,9 +32,7 @@ def select(cfg: DictConfig, keys: tuple[str, ...]) -> dict[str, object]:
         if key == "variant":  # the model's part; facts that shape a result are declared apart
             value = {k: v for k, v in value.items() if k != FACTS}
         if key.startswith("data"):  # where files live and how they are read: not the result
-            value = {k: v for k, v in value.items() if k not in LOCAL_DATA_KEYS}
-        if key == "data:lm":
-            value = {k: v for k, v in value.items() if not k.startswith(SFT_KEYS)}
+            value = data_shape(value, lm=key == "data:lm")
         out[key] = value
     return out
 
@@ -54,37 +48,6 @@ def code_hash(paths: tuple[str, ...]) -> str:
             digest.update(str(file.relative_to(PACKAGE)).encode())
             digest.update(file.read_bytes())
     return digest.hexdigest()
-
-
-def local_files(value: object) -> list[object]:
-    """The identity of the local files a data setting names: [path, bytes, mtime in ns] of each
-    (a file edited in place changes it), its path alone where there is no such file. Not a hash
-    of the content: local SlimPajama files run to terabytes, and every plan reads this."""
-    from ssmax.inputs import listed_files
-
-    out: list[object] = []
-    for path in listed_files(value) if value else []:
-        try:
-            st = Path(path).stat()
-        except OSError:
-            out.append(path)
-        else:
-            out.append([path, st.st_size, st.st_mtime_ns])
-    return out
-
-
-def data_manifest(cfg: DictConfig, sft: bool = False) -> str:
-    """Identifies the data itself (the config only names it); sft: the SFT set's local files
-    too, where the node reads them."""
-    if cfg.data.source == "embedded":
-        from ssmax.data.corpus import embedded_sha
-
-        manifest = embedded_sha()
-    else:
-        manifest = json.dumps([cfg.data.hf_slimpajama, local_files(cfg.data.slimpajama_files)])
-    if sft and cfg.data.sft_source == "squad_v2" and cfg.data.squad_files:
-        manifest = json.dumps([manifest, local_files(cfg.data.squad_files)])
-    return manifest
 
 
 def training_data(cfg: DictConfig) -> dict[str, object]:

@@ -24,11 +24,12 @@ def _files(value: Any, split: str) -> Any:
 def describe_data(cfg: DictConfig, split: str) -> tuple[str, dict[str, Any], Any]:
     """(name, load_dataset arguments for the source, identity to hash) of the split the run
     reads: its pretraining text or its SFT set."""
-    from ssmax.pipeline.fingerprint import data_manifest, select
+    from ssmax.data.identity import data_manifest, data_shape
 
     d = cfg.data
+    block = OmegaConf.to_container(d, resolve=True)
     if cfg.objective == "sft":
-        shape = {k: v for k, v in select(cfg, ("data",))["data"].items() if k.startswith("sft_")}
+        shape = {k: v for k, v in data_shape(block).items() if k.startswith("sft_")}
         if d.sft_source == "generated":
             from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha
 
@@ -38,7 +39,7 @@ def describe_data(cfg: DictConfig, split: str) -> tuple[str, dict[str, Any], Any
             files = _files(d.squad_files, split)
             return "squad_v2-local", {"path": "json", "data_files": files}, [files, shape]
         return "squad_v2", {"path": str(d.hf_squad)}, [str(d.hf_squad), shape]
-    shape = select(cfg, ("data:lm",))["data:lm"]
+    shape = data_shape(block, lm=True)
     if d.shards_dir:
         from ssmax.data.shards import manifest_sha
 
