@@ -68,20 +68,22 @@ def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ssmax.tracking import STORE_FILE, default_store
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", required=True, help="the pipeline's paths.output_dir")
     parser.add_argument("--dest", help="where to write the report (default: OUTPUT_DIR/report)")
     parser.add_argument("--run-id", help="a pipeline run (default: the latest)")
     parser.add_argument(
         "--tracking-uri", help="the run's tracking.tracking_uri, e.g. http://HOST:PORT "
-        "(default: sqlite:///OUTPUT_DIR/mlflow.db)",
+        f"(default: sqlite:///OUTPUT_DIR/{STORE_FILE})",
     )  # fmt: skip
     args = parser.parse_args(argv)
     output_dir = Path(args.output_dir).resolve()
-    uri = args.tracking_uri or f"sqlite:///{output_dir / 'mlflow.db'}"
-    if not args.tracking_uri and not (output_dir / "mlflow.db").exists():
+    uri = args.tracking_uri or default_store(output_dir)
+    if not args.tracking_uri and not (output_dir / STORE_FILE).exists():
         print(
-            f"error: no MLflow store at {output_dir / 'mlflow.db'}; runs tracked on a server: "
+            f"error: no MLflow store at {output_dir / STORE_FILE}; runs tracked on a server: "
             "--tracking-uri http://HOST:PORT (make report TRACKING_URI=...)", file=sys.stderr,
         )  # fmt: skip
         return 2

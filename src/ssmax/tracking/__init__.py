@@ -20,12 +20,20 @@ from ssmax.locks import exclusive
 # param on an existing run. They go to tags or the YAML artifact instead.
 VOLATILE_KEYS = ("paths", "init_from", "run_name", "tracking", "hydra")
 MAX_PARAM_VALUE = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH (MLflow >= 2)
+STORE_FILE = "mlflow.db"  # the default store's database, in the output folder
+
+
+def default_store(output_dir: str | Path) -> str:
+    """The default tracking store (tracking.tracking_uri: null), a sqlite database in the
+    output folder: sqlite:///<abs output_dir>/mlflow.db. The pipeline, the report, the MLflow
+    UI and the tracking server all take it from here."""
+    return "sqlite:///" + str(Path(output_dir).resolve() / STORE_FILE)
 
 
 def tracking_uri(cfg: DictConfig) -> str:
     if cfg.tracking.tracking_uri:
         return str(cfg.tracking.tracking_uri)
-    return "sqlite:///" + str(Path(cfg.paths.output_dir).resolve() / "mlflow.db")
+    return default_store(cfg.paths.output_dir)
 
 
 def is_server(uri: str) -> bool:

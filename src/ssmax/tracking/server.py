@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ssmax.tracking import sqlite_file
+from ssmax.tracking import default_store, sqlite_file
 from ssmax.tracking.ui import free_port, port_in_use, serve_until_stopped, start_ui
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allowed-hosts", help="Host headers served, comma-separated")
     args = parser.parse_args(argv)
     folder = Path(args.dir).resolve()
-    args.backend_store_uri = args.backend_store_uri or f"sqlite:///{folder / 'mlflow.db'}"
+    args.backend_store_uri = args.backend_store_uri or default_store(folder)
     args.artifacts_destination = args.artifacts_destination or str(folder / "artifacts")
     problem = check(args)
     if problem:

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ssmax.tracking import STORE_FILE, default_store
+
 
 @dataclass
 class UIServer:
@@ -52,11 +54,6 @@ def _last_line(log: Path) -> str:
     return lines[-1][:200] if lines else "no output"
 
 
-def store_uri(output_dir: str | Path) -> str:
-    """The pipeline's default store (ssmax.tracking.tracking_uri with no override)."""
-    return "sqlite:///" + str(Path(output_dir).resolve() / "mlflow.db")
-
-
 def start_ui(
     output_dir: str | Path, port: int | None = None, host: str = "127.0.0.1",
     backend_uri: str | None = None, timeout: float = 120.0,
@@ -73,7 +70,7 @@ def start_ui(
     env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     command = [
         sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", backend_uri or store_uri(output_dir),
+        "--backend-store-uri", backend_uri or default_store(output_dir),
         "--host", host, "--port", str(port), "--workers", "1",
     ]  # fmt: skip
     if artifacts_destination:
@@ -212,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
-    if not (Path(args.output_dir) / "mlflow.db").exists():
-        print(f"error: no MLflow store at {args.output_dir}/mlflow.db", file=sys.stderr)
+    if not (Path(args.output_dir) / STORE_FILE).exists():
+        print(f"error: no MLflow store at {args.output_dir}/{STORE_FILE}", file=sys.stderr)
         return 2
     busy = port_in_use(args.host, args.port)
     if busy:
