@@ -199,8 +199,9 @@ class TrainerConfig:
     devices: int = rule(1, gt=0)  # devices per node (under SLURM: tasks per node)
     num_nodes: int = rule(1, gt=0)  # executor=slurm sets it from the profile's nodes
     precision: str = rule("auto", choices=PRECISIONS)  # auto: bf16-mixed on GPU, else 32-true
-    # torch.compile of the training loss (model + LM head + cross-entropy) and of the evals'
-    # forward passes (ssmax.compiling says why auto is CUDA only)
+    # torch.compile of the training loss (model + LM head + cross-entropy) and of the loss
+    # eval's forward passes (Fig. 5, stages/eval_loss.py); NIAH's decoding has its own setting,
+    # eval.niah.compile (ssmax.compiling says why auto is CUDA only)
     compile: bool | str = rule("auto", choices=("auto", True, False))  # auto: on CUDA only
     loss_chunk: int = rule(8192, gt=0)  # positions per LM-head + cross-entropy chunk (measured)
     log_every_n_steps: int = rule(10, gt=0)  # MLflow metrics every this many steps
@@ -246,9 +247,10 @@ class NiahEvalConfig:
     # auto: a cell at once on a GPU (up to 64, within its free memory), one at a time on the CPU
     batch_size: int | str = rule("auto", gt=0, auto=True)  # prompts decoded together
     base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
-    # symbolic shapes: one graph each for every length; on in the paper preset and so gpu1
-    # (10.9 vs 16.7 ms a sample at 8k on an H100), off by default: inductor on the CPU took
-    # ~30 s a pair of graphs for a handful of short prompts (README, performance)
+    # NIAH's own setting (trainer.compile does not reach it; the needle scores and the copy
+    # probe run eager): symbolic shapes, one graph each for every length; on in the paper
+    # preset and so gpu1 (10.9 vs 16.7 ms a sample at 8k on an H100), off by default: inductor
+    # on the CPU took ~30 s a pair of graphs for a handful of short prompts (README, performance)
     compile: bool = False  # torch.compile of the prefill and the decoding step
 
 
