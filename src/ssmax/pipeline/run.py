@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, absolute_paths, check_override_keys, compose, validate
+from ssmax.cpu import check_pinned, on_cpu, pin_environment
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
@@ -126,6 +127,8 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     base = compose(*overrides, config_name="pipeline")
     decl = declared(base)  # compose_pipeline, keeping the declaration
     validate(base)
+    if on_cpu(base.trainer.accelerator):  # before this process computes; workers inherit it
+        pin_environment(base.trainer.cpu_isa)
     absolute_paths(base)
     check_inputs(base)
     dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
@@ -169,16 +172,19 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     from ssmax.stages.common import StageContext
     from ssmax.tracking import child_run, finish_run
 
-    if job.threads:
+    cfg = OmegaConf.create(job.cfg_yaml)
+    isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
+    if pin_environment(isa):  # before the node's first computation (ssmax.cpu)
+        check_pinned(isa)
+    if job.threads or isa:
         import torch
 
-        torch.set_num_threads(job.threads)
+        torch.set_num_threads(1 if isa else job.threads)
     rank0 = global_rank() == 0
     directory = Path(job.dir)
     if rank0:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "config.yaml").write_text(job.cfg_yaml)
-    cfg = OmegaConf.create(job.cfg_yaml)
     cfg.tracking.parent_run_id = job.parent_run_id
     inputs = {}
     for name, input_dir in job.input_dirs.items():
