@@ -47,6 +47,7 @@ class NodeJob:
     input_dirs: dict[str, str]
     parent_run_id: str | None = None
     threads: int | None = None  # torch threads for this node (parallel local workers share cores)
+    flops: float | None = None  # what plan counts for it (set by the executor; kept in done.json)
 
     @property
     def done(self) -> dict[str, Any] | None:
@@ -215,18 +216,11 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     record = {
         "node": job.name, "fingerprint": job.fingerprint, "outputs": outputs,
         "run_id": run_id, "wall_s": round(time.perf_counter() - start, 3),
-        "flops": node_flops(job, cfg),  # with wall_s: what later seeds cost here (plan)
+        "flops": job.flops,  # with wall_s: what later seeds cost here (plan)
     }  # fmt: skip
     if rank0:
         write_done(directory, record)
     return record
-
-
-def node_flops(job: NodeJob, cfg: DictConfig) -> float:
-    """The FLOPs `plan` counts for this node (ssmax.pipeline.cost)."""
-    from ssmax.pipeline.cost import node_cost
-
-    return node_cost(job, cfg, lambda job, cfg: 1).flops
 
 
 def discard_unresumable(directory: Path) -> None:
