@@ -10,7 +10,10 @@ language at the training length:
 
     python scripts/theta_probe.py /work/runs/base/pipeline/nodes/pretrain/b_ssmax/seed0/*/ ...
 
-Prints one table row per node and factor; --json writes them too.
+Prints one table row per node and factor; --json writes them too. ``--niah K`` (for sft nodes)
+adds the needle test at the eval's first three context multiples at each factor (1x, 2x, 4x the
+training length in the tiny preset), K prompts a depth,
+scored as eval_niah scores them (full: the reply starts with the number).
 """
 
 from __future__ import annotations
@@ -23,8 +26,11 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from ssmax.config import compose
 from ssmax.data.module import LMDataModule
+from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.common import scaled_rope_theta
+from ssmax.evals.niah import builder_pool, run_niah
 from ssmax.stages.common import load_model
 
 MAX_TOKENS = 10  # " " + up to 8 digits + "." is never asked; 9 positions suffice
@@ -71,12 +77,39 @@ def probe(node: Path, factors: list[float], rows: int) -> list[dict]:
     return out
 
 
+def niah(node: Path, factors: list[float], samples: int) -> dict[float, dict[float, float]]:
+    """factor -> {multiple: full accuracy} at the eval's first three context multiples (1x,
+    2x, 4x in the tiny preset), its depths and the node's seed."""
+    cfg = OmegaConf.load(node / "config.yaml")
+    model, tokenizer = load_model(cfg, str(node / "model.pt")), load_tokenizer(cfg.data)
+    n, out = int(cfg.data.seq_len), {}
+    settings = OmegaConf.select(cfg, "eval.niah")  # a training node saves its own keys only
+    settings = settings or compose(f"preset={cfg.preset.name}", config_name="pipeline").eval.niah
+    multiples = list(settings.context_multiples)[:3]
+    with builder_pool(False) as builders:
+        for factor in factors:
+            with scaled_rope_theta(model, factor):
+                records = run_niah(
+                    model, tokenizer, cfg.data, [round(m * n) for m in multiples],
+                    list(settings.depths), samples, seed=int(cfg.seed),
+                    answer_tokens=settings.max_new_tokens, batch_size=settings.batch_size,
+                    compile=False, builders=builders,
+                )  # fmt: skip
+            out[factor] = {
+                m: sum(r.score == "full" for r in cell) / len(cell)
+                for m in multiples
+                for cell in [[r for r in records if r.context == round(m * n)]]
+            }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("nodes", nargs="+", type=Path, help="node folders (config.yaml, model.pt)")
     parser.add_argument("--factors", type=float, nargs="+", default=[1.0, 50.0])
     parser.add_argument("--rows", type=int, default=256, help="validation rows (default 256)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--niah", type=int, metavar="K", help="NIAH too, K prompts a depth")
     args = parser.parse_args(argv)
     for node in args.nodes:
         if not (node / "config.yaml").is_file() or not (node / "model.pt").is_file():
@@ -91,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             name = "/".join(node.resolve().parts[-4:-1])
             print(f"{name:36s} x{r['factor']:<4g} recall {r['recall']:.3f} ({r['asked']} asked)"
                   f"  by token {r['by_token']}", flush=True)  # fmt: skip
+        if args.niah:
+            for factor, acc in niah(node, args.factors, args.niah).items():
+                rows.append({"node": str(node), "factor": factor, "niah": acc})
+                cells = "  ".join(f"{m}x {a:.2f}" for m, a in acc.items())
+                print(f"{name:36s} x{factor:<4g} NIAH full {cells}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
