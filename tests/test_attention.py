@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import zlib
+from pathlib import Path
 
 import pytest
 import torch
 
 from ssmax.config import variant_config
-from ssmax.model import ModelConfig, Transformer, VariantConfig
-from ssmax.model.attention import Attention, length_term
+from ssmax.model import ModelConfig, Transformer, VariantConfig, laws
+from ssmax.model.attention import SCALES, Attention, length_term
 from ssmax.model.rope import apply_rope, rope_angles
 from tests.conftest import VARIANTS, make_cfg
 
@@ -32,18 +33,23 @@ def rope_reference(x: torch.Tensor, theta: float, offset: int = 0) -> torch.Tens
     return out
 
 
+# law -> its term for a query that sees n keys, in float64, from the table in the design notes
+# (and, for the laws beyond the paper, from their sources: Qwen's logn_attn, Llama 4's
+# attn_temperature_tuning). A new law in ssmax/model/laws.py adds its line here.
+TERMS = {
+    "log_n": lambda v, p_n, n, train_len: math.log(n),
+    "p_n": lambda v, p_n, n, train_len: p_n[min(n, len(p_n)) - 1],
+    "qwen_log_n": lambda v, p_n, n, train_len: max(1.0, math.log(n, train_len)),
+    "llama4": lambda v, p_n, n, train_len: (
+        1 + v.beta * math.log(1 + math.floor(n / (v.floor_scale * train_len)))
+    ),
+    "sqrt_log_n": lambda v, p_n, n, train_len: math.sqrt(math.log(n)),
+}
+
+
 def term_reference(v: VariantConfig, p_n: list[float], n: int, train_len: int) -> float:
-    """The length term for a query that sees n keys, from the table in the design notes (and,
-    for the laws beyond the paper, from their sources: Qwen's logn_attn, Llama 4's
-    attn_temperature_tuning)."""
-    terms = {
-        "log_n": lambda: math.log(n),
-        "p_n": lambda: p_n[min(n, len(p_n)) - 1],
-        "qwen_log_n": lambda: max(1.0, math.log(n, train_len)),
-        "llama4": lambda: 1 + v.beta * math.log(1 + math.floor(n / (v.floor_scale * train_len))),
-        "sqrt_log_n": lambda: math.sqrt(math.log(n)),
-    }
-    return terms[v.scale]()
+    """The length term for a query that sees n keys (TERMS)."""
+    return TERMS[v.scale](v, p_n, n, train_len)
 
 
 def multiplier_reference(
@@ -149,3 +155,42 @@ def test_length_laws_beyond_the_paper_at_known_points() -> None:
     torch.testing.assert_close(llama, torch.tensor([*want, 1 + 0.1 * math.log(4)]))
     root = length_term(VariantConfig(scale="sqrt_log_n"), n, None, train_len=8)
     torch.testing.assert_close(root, torch.log(n.double()).sqrt().float())
+
+
+def test_every_law_has_a_reference_and_a_variant() -> None:
+    # laws.py holds each law once: each is tested against its float64 reference (TERMS) through
+    # a variant of conf/variant/ (the test above), and the schema's choices are exactly them
+    assert set(TERMS) == set(laws.LAWS)
+    assert {variant(name).scale for name in VARIANTS} == {"none", *laws.LAWS}
+    assert ("none", *laws.LAWS) == SCALES
+    for name in laws.PARAMS:  # a law's own parameter is a variant field of the same name
+        assert name in VariantConfig.__dataclass_fields__, name
+
+
+@pytest.mark.parametrize("law", SCALES)
+def test_each_law_equals_its_reference_far_past_the_training_length(law: str) -> None:
+    # laws.length_term itself (the model's and the export's) against TERMS, n up to 100 N, with
+    # beta and floor_scale off their defaults
+    v = VariantConfig(scale=law, beta=0.3, floor_scale=0.5)
+    n, table = torch.tensor([1, 2, 7, 8, 9, 15, 16, 17, 64, 800]), [0.5 + i / 8 for i in range(8)]
+    params = {name: getattr(v, name) for name in laws.PARAMS}
+    got = laws.length_term(law, n, train_len=8, p_n=torch.tensor(table), **params)
+    if law == "none":
+        assert got is None
+        return
+    want = torch.tensor([term_reference(v, table, int(i), 8) for i in n], dtype=torch.float64)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_laws_file_is_plain_torch() -> None:
+    # the export ships laws.py alone beside modeling_ssmax.py: no project import, no transformers
+    import ast
+
+    tree = ast.parse(Path(laws.__file__).read_text())
+    nodes = list(ast.walk(tree))
+    imported = {a.name for node in nodes if isinstance(node, ast.Import) for a in node.names}
+    imported |= {node.module for node in nodes if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"__future__", "math", "collections.abc", "torch"}, imported
+    with pytest.raises(ValueError, match="law='nope'; allowed: none, log_n, p_n"):
+        laws.length_term("nope", torch.tensor([1]), train_len=8)

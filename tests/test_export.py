@@ -134,6 +134,55 @@ def test_softmax_loads_without_remote_code(exported: dict) -> None:
         assert (exported[variant][2] / "modeling_ssmax.py").exists()
 
 
+# a fresh interpreter where ssmax cannot be imported loads every exported folder, and the
+# folder it saves back (what MLflow's transformers flavour does), and saves their logits
+WITHOUT_SSMAX = """
+import sys, tempfile, torch
+sys.modules["ssmax"] = None  # import ssmax... fails: the folder must hold all its code
+from transformers import AutoModelForCausalLM
+ids, out = torch.load(sys.argv[1]), {}
+for path in sys.argv[3:]:
+    hf = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True).eval()
+    again = tempfile.mkdtemp()
+    hf.save_pretrained(again)  # the loaded remote code saves its own files, laws.py among them
+    back = AutoModelForCausalLM.from_pretrained(again, trust_remote_code=True).eval()
+    with torch.no_grad():
+        out[path] = (hf(ids).logits, back(ids).logits)
+torch.save(out, sys.argv[2])
+"""
+
+
+def test_every_law_ships_the_models_own_laws_file_and_loads_without_ssmax(
+    exported: dict, tmp_path: Path
+) -> None:
+    # one file per law (ssmax/model/laws.py): the model runs it, the folder carries it as is
+    import os
+    import subprocess
+    import sys
+
+    from ssmax.model import laws
+
+    source = Path(laws.__file__).read_bytes()
+    folders = {v: exported[v][2] for v in VARIANTS if v != "a_softmax"}
+    for path in folders.values():
+        assert (path / "laws.py").read_bytes() == source, path
+    data = exported["b_ssmax"][1].data  # every variant's: the smoke preset's
+    ids = torch.arange(4 * data.seq_len)[None] % data.vocab_size
+    torch.save(ids, tmp_path / "ids.pt")
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "modules")}  # no other test's copy
+    args = [str(tmp_path / "ids.pt"), str(tmp_path / "out.pt"), *map(str, folders.values())]
+    run = subprocess.run([sys.executable, "-c", WITHOUT_SSMAX, *args], env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = torch.load(tmp_path / "out.pt")
+    for variant, path in folders.items():
+        theirs, saved_back = out[str(path)]
+        with torch.no_grad():
+            ours = exported[variant][0](ids)
+        assert max_differences(ours, theirs)[1] < RTOL, variant
+        assert torch.equal(theirs, saved_back), variant
+
+
 @pytest.mark.parametrize("factor", [1.0, THETA_FACTOR])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str, factor: float) -> None:
@@ -322,7 +371,8 @@ def test_export_fingerprint_covers_the_shipped_law_and_plan_needs_no_transformer
     from ssmax.pipeline.code import stage_code
 
     code = set(stage_code("export"))
-    assert {"export/modeling_ssmax.py", "export/hf.py", "model/attention.py"} <= code
+    assert {"export/modeling_ssmax.py", "export/hf.py", "model/attention.py",
+            "model/laws.py"} <= code  # fmt: skip
     # what it registers in MLflow is its result (tracking/models.py); the rest of tracking/ not
     assert [f for f in code if f.startswith("tracking/")] == ["tracking/models.py"]
     check = "import sys, ssmax.stages.export; print('transformers' in sys.modules)"

@@ -3,6 +3,8 @@
     config.json              Llama's, + the law and auto_map for every variant but softmax
     model.safetensors        the weights, float32
     modeling_ssmax.py        the law (every variant but softmax: trust_remote_code=True)
+    laws.py                  every law's term, which modeling_ssmax.py imports: the project's
+                             own ssmax/model/laws.py, copied as it is
     tokenizer.json, ...      the tokenizer the model was trained with
     generation_config.json   the project's NIAH decoding: greedy, never EOS, 8 new tokens
     ssmax.json               where it came from (variant, node, fingerprint, weights, theta)
@@ -15,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +26,18 @@ from omegaconf import DictConfig
 from ssmax.config import ConfigError, model_config, variant_config
 from ssmax.data.tokenizer import EOS_TEXT, bpe_path, load_tokenizer
 from ssmax.evals.haystack import ANSWER_TOKENS
+from ssmax.export import modeling_ssmax
 from ssmax.export.hf import to_transformers
-from ssmax.export.modeling_ssmax import SSMaxLlamaConfig, SSMaxLlamaForCausalLM
+from ssmax.export.modeling_ssmax import SSMaxLlamaForCausalLM
 from ssmax.io import atomic_dir
-from ssmax.model import Transformer
+from ssmax.model import Transformer, laws
 
 PROVENANCE = "ssmax.json"
+# the remote code of every law but softmax: config.json's auto_map and the files it names,
+# copied beside the weights (modeling_ssmax.py imports `.laws`, the model's own laws.py)
+AUTO_MAP = {"AutoConfig": "modeling_ssmax.SSMaxLlamaConfig",
+            "AutoModelForCausalLM": "modeling_ssmax.SSMaxLlamaForCausalLM"}  # fmt: skip
+REMOTE_CODE = (modeling_ssmax.__file__, laws.__file__)
 
 
 def hf_tokenizer(data_cfg: DictConfig) -> Any:
@@ -126,19 +135,21 @@ def write_export(
     check_rope_factor(rope_factor)
     tokenizer = hf_tokenizer(data_cfg)
     hf = to_transformers(model, tokenizer.eos_token_id, rope_factor)
-    if isinstance(hf, SSMaxLlamaForCausalLM):  # config.json's auto_map, modeling_ssmax.py copied
-        SSMaxLlamaConfig.register_for_auto_class()
-        SSMaxLlamaForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    remote = isinstance(hf, SSMaxLlamaForCausalLM)
+    if remote:
+        hf.config.auto_map = dict(AUTO_MAP)
     hf.generation_config = generation_config(tokenizer.eos_token_id)
     info = {
         "variant": model.variant.name, "law": model.variant.scale, "train_len": model.train_len,
         "rope_theta": hf.config.rope_parameters["rope_theta"], "rope_factor": rope_factor,
-        "remote_code": isinstance(hf, SSMaxLlamaForCausalLM), **(provenance or {}),
+        "remote_code": remote, **(provenance or {}),
     }  # fmt: skip
     check_strict_json({"config.json": hf.config.to_dict(), PROVENANCE: info,
                        "generation_config.json": hf.generation_config.to_dict()})  # fmt: skip
     with atomic_dir(dest) as tmp:
         hf.save_pretrained(tmp)
+        for file in REMOTE_CODE if remote else ():
+            shutil.copyfile(file, tmp / Path(file).name)
         tokenizer.save_pretrained(tmp)
         (tmp / PROVENANCE).write_text(json.dumps(info, indent=2, allow_nan=False) + "\n")
     return dest

@@ -3,7 +3,8 @@
 The architecture is Llama's (RoPE "rotate half", RMSNorm, SwiGLU, no biases, untied head), so
 every weight maps one to one. Softmax (a) becomes a plain LlamaForCausalLM; every other law a
 SSMaxLlamaForCausalLM (modeling_ssmax.py, shipped in the folder), whose config carries the
-law's parameters: s and b per layer and head, p_n, beta, floor_scale and N.
+law's parameters: s and b per layer and head, p_n, N and the law's own (laws.PARAMS: beta,
+floor_scale). The laws themselves are ssmax/model/laws.py, shipped in the folder too.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from ssmax.export.modeling_ssmax import SSMaxLlamaConfig, SSMaxLlamaForCausalLM
-from ssmax.model import Transformer
+from ssmax.model import Transformer, laws
 
 # project name -> transformers name, inside each block
 BLOCK_KEYS = {
@@ -65,8 +66,7 @@ def hf_config(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> Llam
         ssmax_s=[a.s.float().tolist() for a in attn],
         ssmax_b=[a.b.float().tolist() for a in attn] if variant.bias else None,
         ssmax_p_n=model.p_n.float().tolist() if variant.scale == "p_n" else None,
-        ssmax_beta=float(variant.beta),
-        ssmax_floor_scale=float(variant.floor_scale),
+        **{f"ssmax_{name}": float(getattr(variant, name)) for name in laws.PARAMS},
     )
 
 

@@ -1,58 +1,41 @@
 """A Llama whose attention multiplies each query by a length law m_i before the softmax:
 softmax(m_i q_i K^T / sqrt(d)) ("Scalable-Softmax Is Superior for Attention", Nakanishi 2025,
-Eq. 11). Shipped by ssmax-repro (`python -m ssmax.export`) beside the weights it loads.
+Eq. 11). Shipped by ssmax-repro (`python -m ssmax.export`) beside the weights it loads, with
+laws.py: every law's term, the same file the project's model runs (ssmax/model/laws.py).
 
 n_i is the number of keys query i sees under the causal mask: its position + 1 (with a KV
-cache, the cache length). N = config.ssmax_train_len; s, b per layer and head
-(config.ssmax_s, config.ssmax_b: [layer][head]); m in float32, like RoPE and its product with q:
-
-    log_n       m = s log n + b                 (b) s learnable, (c) s = 1, (d) with b, (e), (f)
-    p_n         m = s p_n + b                   p_n = config.ssmax_p_n[min(n, N) - 1]
-    qwen_log_n  m = s max(1, log n / log N)
-    llama4      m = s (1 + beta log(1 + floor(n / (floor_scale N))))
-    sqrt_log_n  m = s sqrt(log n)
+cache, the cache length). m = s * term(n) + b in float32, like RoPE and its product with q;
+term = config.ssmax_law's (laws.py), N = config.ssmax_train_len, s and b per layer and head
+(config.ssmax_s, config.ssmax_b: [layer][head]), p_n = config.ssmax_p_n (law p_n only), a law's
+own parameters config.ssmax_<name> (laws.PARAMS: beta, floor_scale for llama4).
 
 Everything else is transformers' LlamaForCausalLM; RoPE theta is config.rope_parameters.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama as llama
 
-LAWS = ("log_n", "p_n", "qwen_log_n", "llama4", "sqrt_log_n")
+try:  # the exported folder: laws.py beside this file (transformers loads it with this one)
+    from .laws import PARAMS, length_term
+except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/laws.py
+    if __package__ != "ssmax.export":
+        raise
+    from ssmax.model.laws import PARAMS, length_term
 
 
 class SSMaxLlamaConfig(LlamaConfig):
     model_type = "ssmax_llama"
-    ssmax_law: str = "log_n"  # one of LAWS
+    ssmax_law: str = "log_n"  # one of laws.LAWS
     ssmax_train_len: int = 1024  # N: the training sequence length
     ssmax_s: list | None = None  # [layer][head]; None: 1 everywhere
     ssmax_b: list | None = None  # [layer][head]; None: no bias
     ssmax_p_n: list | None = None  # p_1..p_N (law p_n only)
+    # a law's own parameters (laws.PARAMS), each written by the export, declared here or not
     ssmax_beta: float = 0.1  # llama4 only
     ssmax_floor_scale: float = 1.0  # llama4 only, in units of N
-
-
-def length_term(config: SSMaxLlamaConfig, n: torch.Tensor) -> torch.Tensor:
-    """The law's per-position factor (before s and b) for key counts n, float32."""
-    law, train_len, n = config.ssmax_law, config.ssmax_train_len, n.float()
-    if law == "log_n":
-        return torch.log(n)
-    if law == "qwen_log_n":
-        return (torch.log(n) / math.log(train_len)).clamp(min=1.0)
-    if law == "llama4":
-        steps = torch.floor(n / (config.ssmax_floor_scale * train_len))
-        return 1.0 + config.ssmax_beta * torch.log1p(steps)
-    if law == "sqrt_log_n":
-        return torch.sqrt(torch.log(n))
-    if law == "p_n":
-        p_n = torch.tensor(config.ssmax_p_n, dtype=torch.float32, device=n.device)
-        return p_n[(n.long().clamp(1, p_n.numel()) - 1)]
-    raise ValueError(f"ssmax_law={law!r}; allowed: {LAWS}")
 
 
 class SSMaxLlamaAttention(llama.LlamaAttention):
@@ -63,7 +46,13 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
         cfg, device, i = self.config, position_ids.device, self.layer_idx
         s = cfg.ssmax_s[i] if cfg.ssmax_s else [1.0] * cfg.num_attention_heads
         s = torch.tensor(s, dtype=torch.float32, device=device)
-        m = s[None, :, None] * length_term(cfg, position_ids + 1)[:, None, :]
+        p_n = cfg.ssmax_p_n
+        p_n = None if p_n is None else torch.tensor(p_n, dtype=torch.float32, device=device)
+        params = {name: getattr(cfg, f"ssmax_{name}") for name in PARAMS}
+        term = length_term(
+            cfg.ssmax_law, position_ids + 1, train_len=cfg.ssmax_train_len, p_n=p_n, **params
+        )
+        m = s[None, :, None] * term[:, None, :]
         if cfg.ssmax_b:
             m = m + torch.tensor(cfg.ssmax_b[i], dtype=torch.float32, device=device)[None, :, None]
         return m[..., None]

@@ -17,6 +17,8 @@ Beyond the paper, the length laws of the field (conf/variant/g_ to j_), N the tr
     llama4       Llama 4's attention temp.     m = 1 + beta * log(1 + floor(n / floor_scale))
     sqrt_log_n   a slower-growing law          m = s * sqrt(log n)
 
+Each law's term (log n, p_n, ...) is written once, in laws.py: the export ships that file.
+
 n is the number of keys the query attends to: position + 1 under the causal mask, which is
 also the cache length when decoding with a KV cache.
 """
@@ -30,10 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ssmax.model import laws
 from ssmax.model.cache import KVCache
 from ssmax.model.rope import apply_rope
 
-SCALES = ("none", "log_n", "p_n", "qwen_log_n", "llama4", "sqrt_log_n")
+SCALES = ("none", *laws.LAWS)
 
 
 @dataclass
@@ -48,6 +51,7 @@ class VariantConfig:
     bias: bool = False  # learnable b per layer and head, added to the multiplier (Eq. 4)
     b_init: float = 0.0  # b's initial value
     pn_init: float = 1.0  # Sec. 2.1: p_n initialised to 1
+    # the laws' own parameters (laws.PARAMS: the export writes them as config.json's ssmax_*)
     beta: float = 0.1  # llama4 only: the temperature's slope (Llama 4's attn_scale)
     floor_scale: float = field(default=1.0, metadata={"gt": 0})  # llama4 only: n's step, in N
 
@@ -66,25 +70,10 @@ def resolve_s_init(variant: VariantConfig, train_len: int) -> float:
 def length_term(
     variant: VariantConfig, n: torch.Tensor, p_n: torch.Tensor | None, train_len: int = 0
 ) -> torch.Tensor | None:
-    """The per-position part of the multiplier (log n or p_n) in float32, or None for softmax.
-
-    p_n is defined for n = 1..N only; past the training length it is held at p_N (the rationale
-    model is only read for Fig. 2, never evaluated at long context).
-    """
-    if variant.scale == "none":
-        return None
-    if variant.scale == "log_n":
-        return torch.log(n.float())
-    if variant.scale == "qwen_log_n":
-        return (torch.log(n.float()) / math.log(train_len)).clamp(min=1.0)
-    if variant.scale == "llama4":
-        steps = torch.floor(n.float() / (variant.floor_scale * train_len))
-        return 1.0 + variant.beta * torch.log1p(steps)
-    if variant.scale == "sqrt_log_n":
-        return torch.sqrt(torch.log(n.float()))
-    if p_n is None:
-        raise ValueError("variant.scale=p_n needs the shared p_n table")
-    return p_n.float()[(n.clamp(1, p_n.numel()) - 1).long()]
+    """The per-position part of the multiplier (log n, p_n, ...: the variant's law in laws.py)
+    in float32, or None for softmax."""
+    params = {name: getattr(variant, name) for name in laws.PARAMS}
+    return laws.length_term(variant.scale, n, train_len=train_len, p_n=p_n, **params)
 
 
 class Attention(nn.Module):
