@@ -211,9 +211,8 @@ class TrainerConfig:
     progress_bar: bool = True  # Rich progress bar
     save_weights_at: list[int] = rule([], gt=0)  # steps after which weights are saved
     deterministic: bool = False  # deterministic kernels (CPU tests of resume equality)
-    # On a CPU: every node on one torch thread with its kernels pinned to this instruction set,
-    # so that runs give the same bits on any x86 CPU (ssmax.cpu); null: the CPU's fastest
-    cpu_isa: str | None = rule(None, choices=(None, "avx2"))
+    # On a CPU, one torch thread a node and kernels pinned to this set: the same bits on any x86
+    cpu_isa: str | None = rule(None, choices=(None, "avx2"))  # ssmax.cpu; null: the CPU's own
     callbacks: list[Any] = items()  # extra callbacks, {_target_: module.Class, ...}; observers
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)  # App. B
     sft: SFTConfig = field(default_factory=SFTConfig)  # App. C
