@@ -108,6 +108,36 @@ def test_entry_serves_says_the_uri_and_stops_its_group(tmp_path: Path) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
+def test_entry_restarts_at_once_on_the_port_it_stopped_on(tmp_path: Path) -> None:
+    """A client holding a connection when the server stops (a pipeline's MLflow client, a
+    browser) leaves the server's port in TIME_WAIT for a minute; nothing listens there, and
+    `make mlflow-server` again on that port serves (it said "in use; pick another")."""
+    port = free_port()
+    first = start_entry(tmp_path, port, subprocess.PIPE)
+    second = None
+    try:
+        assert "tracking.tracking_uri=" in _read_until(first, "tracking.tracking_uri=")
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as held:  # keep-alive
+            held.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert held.recv(4096).startswith(b"HTTP/1.1 200")
+            first.send_signal(signal.SIGTERM)
+            assert first.wait(timeout=60) == 0
+            while held.recv(4096):  # the server closed it first: its side waits (TIME_WAIT)
+                pass
+        with socket.socket() as plain, pytest.raises(OSError):  # the case: a bind without
+            plain.bind(("127.0.0.1", port))  # SO_REUSEADDR is refused
+        second = start_entry(tmp_path, port, subprocess.PIPE)
+        said = _read_until(second, "tracking.tracking_uri=")
+        assert f"tracking.tracking_uri=http://127.0.0.1:{port}" in said, said
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(timeout=60) == 0
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)  # its handler stops the server's group
+                process.wait(timeout=60)
+
+
 def test_entry_refuses_bad_input_in_one_line(tmp_path: Path, capsys) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

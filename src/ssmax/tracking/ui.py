@@ -40,8 +40,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_in_use(host: str, port: int) -> str | None:
-    """Why (host, port) cannot be served on, or None when it can."""
+    """Why (host, port) cannot be served on, or None when it can. Bound as the server binds
+    (uvicorn: SO_REUSEADDR): the TIME_WAIT sockets a stopped server leaves for a minute do not
+    count, a socket listening there does."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as err:
