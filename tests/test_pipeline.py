@@ -81,6 +81,8 @@ def test_scaling_laws_run_beside_a_and_b() -> None:
     decl = load("scaling_laws")
     dag = build_dag(decl, decl.variants, [0])
     assert dag["switch/g_qwen_logn_inference/seed0"].inputs == ("pretrain/a_softmax/seed0",)
+    # (g)'s law at inference only: its SFT model is (a)'s, not one trained under the law
+    assert dag["sft/g_qwen_logn_inference/seed0"].inputs == ("sft/a_softmax/seed0",)
     for variant in ("b_ssmax", "h_qwen_logn", "i_llama4_temp", "j_sqrt_log_n"):
         assert dag[f"eval_niah/{variant}/seed0"].inputs == (f"rope_sft/{variant}/seed0",)
     assert len(dag) == 6 * 7 + 1 and decl.stages == PAPER.stages

@@ -84,6 +84,7 @@ class VariantFacts:
     evals: bool = True  # SFT, then the evals of Sec. 3.2-3.4
     pretrain: str = rule("full", choices=("full", "short"))  # short: pipeline.pn_fraction
     curve: bool = False  # Fig. 4 shows its pretraining curve
+    inherit: list[str] = items()  # stages whose result is the start variant's own, untrained here
 
 
 @dataclass

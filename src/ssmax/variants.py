@@ -12,6 +12,9 @@ report, the claims, the plots and the cost table read these facts, never a list 
     evals        whether it goes through SFT and the evals (the p_n model does not: Fig. 2 only)
     pretrain     full, or short: pipeline.pn_fraction of the steps (Sec. 2.1)
     curve        whether Fig. 4 shows its pretraining curve
+    inherit      chain stages whose node takes the start variant's node of that stage as it is
+                 (no training under this law): (g) applies Qwen's law at inference only, so
+                 its SFT model is (a)'s
 
 A variant's YAML inherits its parents' facts through its `defaults:` list, as Hydra does; what
 it leaves out takes the schema's default (ssmax.schema.VariantSchema, VariantFacts).
@@ -44,6 +47,7 @@ class Facts:
     evals: bool
     pretrain: str
     curve: bool
+    inherit: list[str]
 
 
 def _raw(name: str) -> dict[str, Any]:
@@ -74,6 +78,9 @@ def facts(name: str) -> Facts:
         raise ValueError(f"conf/variant/{name}.yaml: facts.{unknown[0]} is unknown; "
                          f"allowed: {', '.join(sorted(allowed))}")  # fmt: skip
     result = Facts(name=name, **_full(name)["facts"])
+    if result.inherit and result.start is None:
+        raise ValueError(f"conf/variant/{name}.yaml: facts.inherit needs facts.start (whose "
+                         "nodes it takes)")  # fmt: skip
     if result.start is not None and result.start.get("checkpoint") not in CHECKPOINTS:
         raise ValueError(f"conf/variant/{name}.yaml: facts.start.checkpoint must be one of "
                          f"{CHECKPOINTS}")  # fmt: skip

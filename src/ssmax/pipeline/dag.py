@@ -46,12 +46,20 @@ def build_dag(decl: Declaration, variants: list[str], seeds: list[int]) -> dict[
                 upstream = node_name(decl.start["scratch"], facts.start["variant"], seed)
                 first = Node(decl.start["from_other"], variant, seed, (upstream,))
             nodes.append(first)
+            built = {n.name for n in nodes}
             names = {START: first.name}
             if facts.evals:
                 for stage, source in decl.chain.items():
-                    node = Node(stage, variant, seed, (names[source],))
+                    # an inherited stage reads the start variant's node of the same stage
+                    read = (node_name(stage, facts.start["variant"], seed)
+                            if stage in facts.inherit else names[source])  # fmt: skip
+                    if read not in built:
+                        raise ValueError(f"variant {variant}: facts.inherit {stage!r} needs "
+                                         f"{read}, which the pipeline does not have")  # fmt: skip
+                    node = Node(stage, variant, seed, (read,))
                     names[stage] = node.name
                     nodes.append(node)
+                    built.add(node.name)
             if decl.export:  # after training: the variant's models, whichever it has
                 read = [names[s] for s in decl.export["reads"] if s in names]
                 node = Node(str(decl.export["stage"]), variant, seed, tuple(read))
