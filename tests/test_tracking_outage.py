@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -113,10 +115,54 @@ def check_run(url: str, folder: Path, max_steps: int, every: int) -> list:
     return history
 
 
+@pytest.fixture(scope="module")
+def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a web server that is not MLflow (`python -m http.server`: a 404 page)."""
+    port, folder = free_port(), tmp_path_factory.mktemp("web")
+    command = [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)]
+    process = subprocess.Popen(command, cwd=folder, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        end = time.monotonic() + 120  # a hang guard: it listens once Python has started
+        while time.monotonic() < end and process.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+        assert process.poll() is None
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.kill()
+        process.wait()
+
+
+# A tracking URI with no MLflow behind it: what the one line says
+NO_MLFLOW = {
+    "nothing listens": ["is unreachable (connection refused)", "make mlflow-server",
+                        "unset tracking.tracking_uri"],
+    "a web server, not MLflow": ["answers but not as an MLflow tracking server does",
+                                 "HTTP 404, text/html", "make mlflow-server"],
+    "a scheme MLflow does not keep runs at": ["MLflow keeps no runs at ftp:// URIs",
+                                              "http://HOST:PORT"],
+}  # fmt: skip
+
+
+def no_mlflow_uri(kind: str, request: pytest.FixtureRequest) -> str:
+    if kind == "nothing listens":
+        return f"http://127.0.0.1:{free_port()}"
+    if kind == "a web server, not MLflow":
+        return request.getfixturevalue("web_server")
+    return "ftp://127.0.0.1/runs"
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", list(NO_MLFLOW))
 @pytest.mark.parametrize("module", ["ssmax.train", "ssmax.pipeline"])
-def test_unreachable_server_at_start_is_one_line(tmp_path: Path, module: str) -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+def test_no_mlflow_at_the_tracking_uri_is_one_line_at_start(
+    tmp_path: Path, module: str, kind: str, request: pytest.FixtureRequest
+) -> None:
+    url = no_mlflow_uri(kind, request)
     out = tmp_path / "out"
     args = ["run"] if module == "ssmax.pipeline" else []
     began = time.monotonic()
@@ -125,11 +171,11 @@ def test_unreachable_server_at_start_is_one_line(tmp_path: Path, module: str) ->
          f"tracking.tracking_uri={url}"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     seconds = time.monotonic() - began
-    print(f"{module}: unreachable server refused in {seconds:.1f} s")
+    print(f"{module}, {kind}: refused in {seconds:.1f} s")
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and url in lines[0] and "make mlflow-server" in lines[0], lines
-    assert "unset tracking.tracking_uri" in lines[0]
+    assert len(lines) == 1 and f"tracking.tracking_uri={url}" in lines[0], lines
+    assert all(part in lines[0] for part in NO_MLFLOW[kind]), lines
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing left behind"
     # One attempt, connect and read each bounded: 15 s at most whatever the network does.
     assert 2 * PROBE_TIMEOUT_S <= 15

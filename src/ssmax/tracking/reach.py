@@ -1,6 +1,7 @@
-"""Whether a tracking server answers, asked once with a short timeout (no retries): the
-commands check it before any work, so an unreachable server costs seconds and one line, not
-MLflow's four minutes of retries and a traceback."""
+"""Whether a tracking server answers, and as MLflow does, asked once with a short timeout (no
+retries): the commands (training, the pipeline, the report) check it before any work, so an
+unreachable server, a web server that is not MLflow or a URI MLflow keeps no runs at (ftp://)
+costs seconds and one line, not MLflow's four minutes of retries and a traceback."""
 
 from __future__ import annotations
 
@@ -35,32 +36,79 @@ def why(err: Exception, timeout: float) -> str:
     return "connection refused" if "refused" in text else "no answer"
 
 
-def check_reachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when the tracking server at uri answers (any HTTP reply), else one line on what to
-    do. Other URIs (sqlite, files) are local: None."""
-    if not is_server(uri):
-        return None
+SEARCH = "/api/2.0/mlflow/experiments/search"  # what the check asks: any MLflow answers it
+LOCAL_STORE = "unset tracking.tracking_uri to use the local sqlite store"
+
+
+def unsupported_scheme(uri: str, setting: str = "tracking.tracking_uri") -> str | None:
+    """One line when MLflow has no tracking store for uri's scheme (ftp://...), else None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry as stores
+    from mlflow.utils.uri import get_uri_scheme
+
+    try:
+        stores.get_store_builder(uri)
+    except MlflowException:
+        served = ", ".join(s for s in ("http", "https", "sqlite", "postgresql", "mysql", "file")
+                           if s in stores._registry)  # fmt: skip
+        return (f"{setting}={uri}: MLflow keeps no runs at {get_uri_scheme(uri)}:// URIs "
+                f"(it takes {served}); a tracking server is http://HOST:PORT (`make "
+                "mlflow-server` prints it)")  # fmt: skip
+    return None
+
+
+def not_mlflow(reply: Any) -> str | None:
+    """Why an HTTP reply to SEARCH is not a tracking server's (a JSON object, status 200)."""
+    kind = reply.headers.get("Content-Type", "no content type").split(";")[0]
+    if reply.status_code == 200 and kind == "application/json":
+        try:
+            if isinstance(reply.json(), dict):
+                return None
+        except ValueError:
+            pass
+    return f"HTTP {reply.status_code}, {kind}"
+
+
+def check_reachable(
+    uri: str, timeout: float = PROBE_TIMEOUT_S, setting: str = "tracking.tracking_uri",
+    otherwise: str = LOCAL_STORE,
+) -> str | None:  # fmt: skip
+    """None when uri is a store MLflow keeps runs at and, for a tracking server, one that
+    answers as MLflow does; else one line on what to do (setting: the option that named uri;
+    otherwise: the way out besides the server). Local stores (sqlite, files) are not opened."""
+    problem = unsupported_scheme(uri, setting)
+    if problem or not is_server(uri):
+        return problem
     from mlflow.exceptions import MlflowException
 
-    try:  # any HTTP reply will do: the server is there
-        request(uri, "/api/2.0/mlflow/experiments/search", "GET", timeout, verify=False,
-                params={"max_results": 1})  # fmt: skip
+    try:
+        reply = request(uri, SEARCH, "GET", timeout, verify=False, params={"max_results": 1})
     except MlflowException as err:
-        return (f"tracking.tracking_uri={uri} is unreachable ({why(err, timeout)}): "
-                "start the server (e.g. `make mlflow-server`) or unset tracking.tracking_uri "
-                "to use the local sqlite store")  # fmt: skip
+        return (f"{setting}={uri} is unreachable ({why(err, timeout)}): start the server "
+                f"(e.g. `make mlflow-server`) or {otherwise}")  # fmt: skip
+    if reply.status_code in (401, 403):  # an MLflow server with authentication
+        return (
+            f"{setting}={uri} refuses this client (HTTP {reply.status_code}): set "
+            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
+        )
+    answer = not_mlflow(reply)
+    if answer:
+        return (f"{setting}={uri} answers but not as an MLflow tracking server does ({answer} "
+                f"to GET {SEARCH}): check the host and port (`make mlflow-server` prints the URI "
+                f"to set) or {otherwise}")  # fmt: skip
     return None
 
 
 def check_tracking(cfg: DictConfig) -> bool:
-    """The commands' check before any work: a tracking server that does not answer is one line
-    in seconds (ConfigError), before any folder exists. True when the runs go to a server."""
+    """The commands' check before any work: a URI MLflow keeps no runs at, or a tracking server
+    that does not answer as MLflow does, is one line in seconds (ConfigError), before any folder
+    exists. True when the runs go to a server."""
     from ssmax.config import ConfigError
 
     uri = tracking_uri(cfg)
-    if not cfg.tracking.enabled or not is_server(uri):
+    if not cfg.tracking.enabled:
         return False
     problem = check_reachable(uri)
     if problem:
         raise ConfigError(problem)
-    return True
+    return is_server(uri)
