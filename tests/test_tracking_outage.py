@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from ssmax.lit.hold import held_marker
+from ssmax.report.__main__ import main as report_main
 from ssmax.tracking.reach import PROBE_TIMEOUT_S
 from ssmax.tracking.spool import SPOOL_FILE, finish_later
 from ssmax.tracking.ui import UIServer, free_port, start_ui, stop_ui
@@ -139,13 +140,13 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 # A tracking URI with no MLflow behind it: what the one line says
 NO_MLFLOW = {
-    "nothing listens": ["is unreachable (connection refused)", "make mlflow-server",
-                        "unset tracking.tracking_uri"],
+    "nothing listens": ["is unreachable (connection refused)", "make mlflow-server"],
     "a web server, not MLflow": ["answers but not as an MLflow tracking server does",
                                  "HTTP 404, text/html", "make mlflow-server"],
     "a scheme MLflow does not keep runs at": ["MLflow keeps no runs at ftp:// URIs",
                                               "http://HOST:PORT"],
 }  # fmt: skip
+NO_SCHEME = "a scheme MLflow does not keep runs at"
 
 
 def no_mlflow_uri(kind: str, request: pytest.FixtureRequest) -> str:
@@ -176,10 +177,30 @@ def test_no_mlflow_at_the_tracking_uri_is_one_line_at_start(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"tracking.tracking_uri={url}" in lines[0], lines
     assert all(part in lines[0] for part in NO_MLFLOW[kind]), lines
+    assert kind == NO_SCHEME or "unset tracking.tracking_uri" in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "nothing left behind"
     # One attempt, connect and read each bounded: 15 s at most whatever the network does.
     assert 2 * PROBE_TIMEOUT_S <= 15
     assert seconds < 60  # a hang guard only (the default retries took 4 min 13 s)
+
+
+@pytest.mark.parametrize("kind", list(NO_MLFLOW))
+def test_report_without_mlflow_at_the_tracking_uri_is_one_line(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture
+) -> None:
+    """`make report TRACKING_URI=...` with the server down (it waited 4.4 min on MLflow's
+    retries, then a traceback), a web server that is not MLflow, or an ftp:// URI: the
+    commands' start check, one line, status 2, nothing written."""
+    url, out = no_mlflow_uri(kind, request), tmp_path / "out"
+    began = time.monotonic()
+    assert report_main(["--output-dir", str(out), "--tracking-uri", url]) == 2
+    seconds = time.monotonic() - began
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"--tracking-uri={url}" in lines[0], lines
+    assert all(part in lines[0] for part in NO_MLFLOW[kind]), lines
+    assert kind == NO_SCHEME or f"leave --tracking-uri out to read {out}" in lines[0], lines
+    assert not out.exists()
+    assert seconds < 60  # a hang guard only: one attempt, 15 s at most
 
 
 @pytest.mark.slow

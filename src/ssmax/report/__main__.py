@@ -87,6 +87,15 @@ def main(argv: list[str] | None = None) -> int:
             "--tracking-uri http://HOST:PORT (make report TRACKING_URI=...)", file=sys.stderr,
         )  # fmt: skip
         return 2
+    from ssmax.tracking.reach import check_reachable
+
+    problem = check_reachable(  # a server that is down: one line in seconds, not minutes
+        uri, setting="--tracking-uri",
+        otherwise=f"leave --tracking-uri out to read {output_dir / STORE_FILE}",
+    )  # fmt: skip
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     from ssmax.tracking.spool import deliver_pending
 
     deliver_pending(output_dir)  # what training runs left for a server that was away
