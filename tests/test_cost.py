@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from ssmax.pipeline import measured
 from ssmax.pipeline.__main__ import main
@@ -12,11 +15,14 @@ from ssmax.pipeline.cost import (
     NodeCost,
     critical_path_hours,
     downstream_flops,
-    per_token,
     plan_costs,
     scheduled_hours,
+    stage_cost,
 )
+from ssmax.pipeline.declaration import PIPELINES_DIR, available, load
 from ssmax.pipeline.run import plan
+from ssmax.stages.costing import StageCost, per_token
+from ssmax.stages.spec import StageSpec
 
 PAPER_N = 162_148_608  # App. A, Table 1 model, variant (a) (conf/model/llama_162m.yaml)
 H100 = 989e12 * 0.40  # the cost block's peak and MFU
@@ -221,3 +227,38 @@ def test_scheduled_hours_fill_the_workers_slots() -> None:
     assert scheduled_hours(costs, 1.0, workers=1) == 8  # one after another
     assert scheduled_hours(costs, 1.0, workers=2) == 6  # a | c, then b, then d after z
     assert scheduled_hours(costs, 1.0, workers=9) == critical_path_hours(costs, 1.0) == 6
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_declared_stage_declares_its_cost(name: str) -> None:
+    # beside its SPEC; those that compute nothing declare it (rope, report)
+    for module in load(name).stages.values():
+        assert stage_cost(module) is not None, module
+
+
+def test_a_stage_without_a_declared_cost_shows_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage module with a SPEC but no cost(): its nodes say so in the plan and stay out of
+    its totals, where a stage that computes nothing declares zero."""
+    probe = types.ModuleType("ssmax.stages.probe_no_cost")
+    probe.SPEC = StageSpec(reads=("seed",))
+    monkeypatch.setitem(sys.modules, probe.__name__, probe)
+    decl = OmegaConf.load(PIPELINES_DIR / "paper.yaml")
+    decl.stages.export = "probe_no_cost"  # the export node, run by a stage declaring no cost
+    path = tmp_path / "probe.yaml"
+    OmegaConf.save(decl, path)
+    args = ["preset=smoke", f"pipeline.file={path}", "pipeline.variants=[a_softmax]",
+            f"paths.output_dir={tmp_path}"]  # fmt: skip
+    costs = {c.name: c for c in plan_costs(*plan(args))}
+    assert costs["export/a_softmax/seed0"].undeclared == "probe_no_cost"
+    rope = costs["rope_pretrained/a_softmax/seed0"]  # declared: nothing
+    assert rope.undeclared is None and rope.tokens == rope.flops == rope.disk == 0
+    assert stage_cost("rope")(OmegaConf.create(), "rope_sft", []) == StageCost()
+    assert main(["plan", *args]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("export/a_softmax/seed0 "))
+    assert row.split()[1:] == ["no", "cost", "declared", "(ssmax.stages.probe_no_cost)"]
+    assert ("not counted: 1 nodes whose stage declares no cost (ssmax.stages.probe_no_cost: no "
+            "cost(cfg, stage, inputs) beside its SPEC)") in lines  # fmt: skip
+    assert not any(line.startswith("rope_pretrained/") for line in lines)  # no row: nothing

@@ -1,27 +1,24 @@
 """What a pipeline will cost, before it runs (`python -m ssmax.pipeline plan`, `make plan`).
 
-Per node and in total: tokens, FLOPs, GPU-hours, disk for checkpoints and shards, and wall time
-with the GPUs the executor gives the node (a SLURM profile's nodes x GPUs per stage; in process
-trainer.devices x num_nodes for training, one GPU for an eval). GPU-hours come from the rates
-`make bench` measured on ``cost.gpu`` for the node's model (ssmax.pipeline.measured: training
-tokens/s, seconds per Fig. 5 sequence, seconds per needle sample), each turned into the FLOP/s it
-reached and applied to the node's FLOPs; where none was measured, from ``cost.mfu`` of
-``cost.peak_flops``, an assumption the table marks as such. Where the output folder already
-holds finished nodes of the same stage (another seed of the variant, else another variant), their
-recorded wall times come first: the FLOP/s they reached on this machine, or their seconds for a
-node that computes nothing (basis "done"). So after one seed on a CPU, `make plan SEEDS=3,4,...`
-prints what more seeds take there, and the wall time with the local executor's workers.
-
-FLOPs per token, PaLM's convention (Chowdhery et al. 2022, App. B; the one bench_step.py
-measures MFU against), N = all parameters, L layers, d width, T the context: training
-6N + 12 L d T (attention scores and values; the causal half is not subtracted), a forward pass
-2N + 4 L d T at its own context. Training counts the optimizer steps' tokens (validation
-passes, under 0.1% at paper scale, are left out); SFT counts every example at the full
-sequence length (an upper bound: batches are cut after their longest example).
+Each node's stage says what one node costs (its module's ``cost(cfg, stage, inputs)`` beside its
+SPEC: tokens, FLOPs, disk, and which measured rate applies; ssmax.stages.costing); a stage
+module that declares none is shown so and left out of the totals. From those, per node and in
+total: GPU-hours, and wall time with the GPUs the executor gives the node (a SLURM profile's
+nodes x GPUs per stage; in process trainer.devices x num_nodes for training, one GPU for an
+eval). GPU-hours come from the rates `make bench` measured on ``cost.gpu`` for the node's model
+(ssmax.pipeline.measured: training tokens/s, seconds per Fig. 5 sequence, seconds per needle
+sample), each turned into the FLOP/s it reached and applied to the node's FLOPs; where none was
+measured, from ``cost.mfu`` of ``cost.peak_flops``, an assumption the table marks as such.
+Where the output folder already holds finished nodes of the same stage (another seed of the
+variant, else another variant), their recorded wall times come first: the FLOP/s they reached
+on this machine, or their seconds for a node that computes nothing (basis "done"). So after one
+seed on a CPU, `make plan SEEDS=3,4,...` prints what more seeds take there, and the wall time
+with the local executor's workers.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import statistics
 from collections.abc import Callable
@@ -30,17 +27,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import model_config, variant_config
-from ssmax.model import count_parameters
 from ssmax.pipeline import measured
 from ssmax.pipeline.run import NodeJob
+from ssmax.stages.costing import StageCost, per_token
 
-SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
-BYTES_TRAINING = 4 + 8  # per parameter in last.ckpt: fp32 weights and AdamW's two moments
-BYTES_WEIGHTS = 4  # per parameter in model.pt / model_step<N>.pt
 SHARD_BYTES = 2  # per token in uint16 shards
-RATE_KIND = {"pretrain": "train", "switch": "train", "sft": "train", "eval_loss": "eval_loss",
-             "eval_niah": "niah"}  # fmt: skip
+CostFunction = Callable[[DictConfig, str, list[str]], StageCost]
 
 
 @dataclass
@@ -55,6 +47,8 @@ class NodeCost:
     rate: measured.Rate | None = None  # what its GPU-hours come from, where measured
     flop_rate: float | None = None  # FLOP/s that measurement reached on this node's model
     seconds: float | None = None  # wall time from finished nodes of its stage (basis "done")
+    corpus_tokens: float = 0.0  # pretraining corpus tokens it reads (data.shards_dir)
+    undeclared: str | None = None  # its stage module, where that declares no cost
 
     def gpu_hours(self, throughput: float) -> float:
         """Hours on one device: from finished twins' wall time where there are some, else at
@@ -73,42 +67,23 @@ class NodeCost:
         return "-" if not self.flops else "measured" if self.rate else "assumed"
 
 
-def per_token(cfg: DictConfig, context: int, training: bool) -> tuple[float, int]:
-    """(FLOPs per token, N) of the node's model at a context of ``context`` tokens."""
-    n = count_parameters(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
-    m = cfg.model
-    attention = 4 * m.n_layers * m.dim * context
-    return (6 * n + 3 * attention if training else 2 * n + attention), n
+def stage_cost(module: str) -> CostFunction | None:
+    """The cost function a stage module declares beside its SPEC (ssmax.stages.<module>.cost);
+    None where it declares none."""
+    return getattr(importlib.import_module(f"ssmax.stages.{module}"), "cost", None)
 
 
 def node_cost(
     job: NodeJob, cfg: DictConfig, gpus: Callable[[NodeJob, DictConfig], int]
 ) -> NodeCost:
-    stage, seq = job.module, cfg.data.seq_len  # what the node runs: its stage module
-    flops_per, n = per_token(cfg, seq, training=True)
-    tokens = flops = disk = 0.0
-    if stage in ("pretrain", "switch"):
-        steps = cfg.trainer.pretrain.max_steps
-        switch_step = max(1, round(cfg.pipeline.switch_fraction * steps))
-        facts = cfg.variant.facts
-        if facts.pretrain == "short":
-            steps = max(1, round(cfg.pipeline.pn_fraction * steps))
-        if facts.start is not None:
-            steps = 0 if facts.start.checkpoint == "weights" else steps - switch_step
-        tokens = steps * cfg.trainer.pretrain.global_batch * seq
-        flops = tokens * flops_per
-        disk = n * (BYTES_TRAINING * (steps > 0) + BYTES_WEIGHTS * (1 + (stage == "pretrain")))
-    elif stage == "sft":
-        tokens = cfg.trainer.sft.epochs * sft_examples(cfg) * seq
-        flops, disk = tokens * flops_per, n * (BYTES_TRAINING + BYTES_WEIGHTS)
-    elif stage == "export":  # each model twice: its folder and its MLflow copy
-        disk = n * BYTES_WEIGHTS * 2 * len(job.input_dirs)
-    elif stage in ("eval_loss", "eval_niah"):
-        for context, count in eval_passes(cfg, stage):
-            tokens += count * context
-            flops += count * context * per_token(cfg, context, training=False)[0]
-    inputs = list(job.input_dirs)
-    return NodeCost(job.name, tokens, flops, gpus(job, cfg) if flops else 0, disk, inputs)
+    """What the node's stage says one of its nodes costs, on the executor's GPUs."""
+    inputs, declared = list(job.input_dirs), stage_cost(job.module)
+    if declared is None:
+        return NodeCost(job.name, 0, 0, 0, 0, inputs, undeclared=job.module)
+    c = declared(cfg, job.stage, inputs)
+    gpu_count, kind = (gpus(job, cfg), c.rate) if c.flops else (0, None)
+    return NodeCost(job.name, c.tokens, c.flops, gpu_count, c.disk, inputs, kind=kind,
+                    corpus_tokens=c.corpus_tokens)  # fmt: skip
 
 
 def measured_flop_rate(cfg: DictConfig, rate: measured.Rate) -> float:
@@ -117,28 +92,6 @@ def measured_flop_rate(cfg: DictConfig, rate: measured.Rate) -> float:
     if rate.kind == "train":
         return rate.value * per_token(cfg, rate.length, training=True)[0]
     return rate.length * per_token(cfg, rate.length, training=False)[0] / rate.value
-
-
-def eval_passes(cfg: DictConfig, stage: str) -> list[tuple[int, int]]:
-    """(context, number of forward passes over it) of an eval node (decoding steps and the
-    copy probe are a rounding error and left out)."""
-    seq, ev = cfg.data.seq_len, cfg.eval
-    if stage == "eval_loss":  # prose (and planted facts, if on); 1x at the training theta
-        long = (round(seq * ev.loss.max_multiple) + 1, int(ev.loss.sequences))
-        facts = float(OmegaConf.select(cfg, "data.facts.fraction", default=0) or 0) > 0
-        return [long] * (1 + facts) + [(seq + 1, int(ev.loss.sequences))]
-    cells = len(ev.niah.depths) * int(ev.niah.samples)
-    passes = [(int(m * seq), cells) for m in ev.niah.context_multiples]
-    if ev.get("needle_scores") is not None:
-        passes.append((round(ev.needle_scores.context_multiple * seq), 1 + ev.needle_scores.trials))
-    return passes
-
-
-def sft_examples(cfg: DictConfig) -> float:
-    if cfg.data.sft_source == "squad_v2":
-        return SQUAD_FILTERED
-    kept = 1 - float(cfg.data.sft_unanswerable_fraction)
-    return cfg.data.sft_num_examples * kept * (1 - float(cfg.data.sft_val_fraction))
 
 
 def executor_gpus(base: DictConfig) -> Callable[[NodeJob, DictConfig], int]:
@@ -163,7 +116,6 @@ def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
             configs[job.cfg_yaml] = OmegaConf.create(job.cfg_yaml)
         cfg = configs[job.cfg_yaml]
         cost = node_cost(job, cfg, gpus)
-        cost.kind = RATE_KIND.get(job.module) if cost.flops else None
         if cost.kind:
             cost.rate = measured.lookup(rates, base.cost.gpu, cfg.model.name, cost.kind)
             cost.flop_rate = measured_flop_rate(cfg, cost.rate) if cost.rate else None
@@ -235,7 +187,9 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         f"{'wall':>8} {'disk':>8}",
     ]
     for n in costs:
-        if n.flops or n.disk or n.seconds:
+        if n.undeclared and n.seconds is None:
+            lines.append(f"{n.name:<42} no cost declared (ssmax.stages.{n.undeclared})")
+        elif n.flops or n.disk or n.seconds:
             lines.append(
                 f"{n.name:<42} {_count(n.tokens):>9} {n.flops:>9.2e} "
                 f"{_hours(n.gpu_hours(throughput)):>10} {n.basis:>8} {n.gpus:>4} "
@@ -244,7 +198,7 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     tokens, flops = sum(n.tokens for n in costs), sum(n.flops for n in costs)
     gpu_h = sum(n.gpu_hours(throughput) for n in costs)
     sequential = sum(n.wall_hours(throughput) for n in costs)
-    read = max((n.tokens for n in costs if n.name.startswith("pretrain/")), default=0)
+    read = max((n.corpus_tokens for n in costs), default=0)
     lines += [
         f"{'total':<42} {_count(tokens):>9} {flops:>9.2e} {_hours(gpu_h):>10} {'':>8} {'':>4} "
         f"{_duration(sequential):>8} {_bytes(sum(n.disk for n in costs)):>8}",
@@ -255,6 +209,11 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         f"{_count(read)} tokens one pretraining reads; preparing a whole corpus takes 2 bytes "
         "per token of it (SlimPajama-627B train: ~1.25 TB)",
     ]
+    unknown = [n for n in costs if n.undeclared and n.seconds is None]
+    if unknown:
+        modules = ", ".join(sorted({f"ssmax.stages.{n.undeclared}" for n in unknown}))
+        lines.append(f"not counted: {len(unknown)} nodes whose stage declares no cost ({modules}: "
+                     "no cost(cfg, stage, inputs) beside its SPEC)")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -189,7 +189,9 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
 
     start = time.perf_counter()
     for job, cost in zip(jobs, plan_costs(cfg, jobs), strict=True):
-        job.flops = cost.flops  # its done record keeps them: what later seeds cost (plan)
+        # its done record keeps them: what later seeds cost (plan); None where its stage
+        # declares no cost
+        job.flops = None if cost.undeclared else cost.flops
     parent = ParentRun(cfg)
     states = EXECUTORS[cfg.executor.kind](jobs, cfg, log, parent)
     if any(s in IN_FLIGHT for s in states.values()):  # SLURM, not waited for: a job closes it

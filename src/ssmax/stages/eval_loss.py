@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,14 +21,32 @@ from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.common import model_device, prefetch, scaled_rope_theta, sdpa_first
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.stages.common import StageContext, load_model
+from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 SPEC = StageSpec(
     reads=("seed", "data:lm", "eval.loss"),
     # the model: the input's fingerprint; compile and batching change no number beyond rounding
     uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile", "eval.sdpa_first"),
 )
+
+
+def longest(cfg: DictConfig) -> int:
+    """Tokens of a test row: eval.loss.max_multiple x the training length, + 1 for the last
+    position's target."""
+    return round(cfg.data.seq_len * cfg.eval.loss.max_multiple) + 1
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """Its forward passes: the prose (and the planted facts, if on) at the longest length, then
+    the first 1x at the training theta."""
+    count, planted = int(cfg.eval.loss.sequences), spec_from_cfg(cfg.data.facts).fraction > 0
+    passes = [(longest(cfg), count)] * (1 + planted) + [(cfg.data.seq_len + 1, count)]
+    return forward(cfg, passes, "eval_loss")
 
 
 def write_csv(path: Path, losses: torch.Tensor) -> str:
@@ -44,7 +62,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
     multiples = list(settings.report_multiples)
     model = load_model(cfg, spec["weights"])
     tokenizer = load_tokenizer(cfg.data)
-    length = round(train_len * settings.max_multiple) + 1  # + 1: the last position's target
+    length = longest(cfg)
     count = int(settings.sequences)
 
     def sequences(cut: int = length) -> Iterator[torch.Tensor]:

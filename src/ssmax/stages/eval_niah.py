@@ -21,6 +21,7 @@ from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import NeedleRecord, accuracy_grid, model_builders, run_niah
 from ssmax.model import Transformer
 from ssmax.stages.common import StageContext, load_model
+from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics
 
@@ -36,6 +37,19 @@ SPEC = StageSpec(
     ),  # fmt: skip
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
 )
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """Its forward passes with theta x50: one per NIAH cell (depth x sample) at each context
+    multiple, and Fig. 7's map and Fig. 8's trials at the needle context. Decoding steps, the
+    copy probe and the NIAH at the training theta (eval.niah.base_theta_multiples) are left
+    out."""
+    seq, niah = cfg.data.seq_len, cfg.eval.niah
+    cells = len(niah.depths) * int(niah.samples)
+    passes = [(int(m * seq), cells) for m in niah.context_multiples]
+    if cfg.eval.get("needle_scores") is not None:
+        passes.append((needle_context(cfg), 1 + cfg.eval.needle_scores.trials))
+    return forward(cfg, passes, "niah")
 
 
 def run(ctx: StageContext) -> dict[str, Any]:

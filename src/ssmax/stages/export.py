@@ -12,9 +12,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ssmax.stages.costing import BYTES_WEIGHTS, StageCost, parameters
 from ssmax.stages.spec import StageSpec
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+    from omegaconf import DictConfig
+
     from ssmax.stages.common import StageContext
 
 # The weights' fingerprints cover model, variant and data already; declared as read here
@@ -23,6 +26,12 @@ SPEC = StageSpec(
     reads=("model", "variant", "data:lm"),
     uses=("data", "seed"),
 )
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """No compute worth counting; each input's model twice on disk: its folder and its MLflow
+    copy."""
+    return StageCost(disk=parameters(cfg) * BYTES_WEIGHTS * 2 * len(inputs))
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -37,8 +46,9 @@ def run(ctx: StageContext) -> dict[str, Any]:
         stage = name.split("/")[0]
         dest = ctx.out_dir / "hf" / stage
         shutil.rmtree(dest, ignore_errors=True)  # an attempt of this node that did not finish
-        info = {"node": name, "fingerprint": trained_fingerprint(name, outputs["weights"]),
-                "seed": ctx.cfg.seed, "preset": str(ctx.cfg.preset.name)}  # fmt: skip
+        node, fingerprint = trained_node(outputs["weights"])
+        info = {"node": node, "fingerprint": fingerprint, "seed": ctx.cfg.seed,
+                "preset": str(ctx.cfg.preset.name)}  # fmt: skip
         write_export(trained_model(ctx.cfg, outputs["weights"]), ctx.cfg.data, dest, 1.0, info)
         models[stage] = str(dest)
         if tracked and outputs.get("run_id"):
@@ -46,16 +56,17 @@ def run(ctx: StageContext) -> dict[str, Any]:
     return {"models": models, "registered": registered}
 
 
-def trained_fingerprint(name: str, weights: str) -> str:
-    """The fingerprint of node `name`, from its done record in a folder above the weights it
-    wrote (a stage is given its inputs' outputs, not their fingerprints)."""
+def trained_node(weights: str) -> tuple[str, str]:
+    """(node, fingerprint) of the node that wrote these weights, from the done record in the
+    nearest folder above them (a stage is given its inputs' outputs, not their fingerprints).
+    For an inherited stage ((g)'s SFT model) that is the start variant's node."""
     from ssmax.pipeline.state import read_record
 
     for folder in Path(weights).parents:
         record = read_record(folder)
-        if record is not None and record.get("node") == name:
-            return str(record["fingerprint"])
-    raise RuntimeError(f"{name}: no done record of it in a folder above its weights {weights}")
+        if record is not None:
+            return str(record["node"]), str(record["fingerprint"])
+    raise RuntimeError(f"no done record in a folder above the weights {weights}")
 
 
 def register(ctx: StageContext, run_id: str, folder: Any, source: str) -> dict[str, Any]:

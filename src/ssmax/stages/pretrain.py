@@ -7,10 +7,14 @@ Every pretrain node also saves its weights at pipeline.switch_fraction of its st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.common import StageContext, train_cfg
+from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.pretrain", "pipeline.pn_fraction"),
@@ -19,15 +23,31 @@ SPEC = StageSpec(
 )  # fmt: skip
 
 
+def schedule(cfg: DictConfig, pretrain: str) -> tuple[int, int]:
+    """(steps, switch step) of a pretrain node of a variant whose facts say ``pretrain``: the
+    full run, or for `short` pipeline.pn_fraction of it (Sec. 2.1: 25k of the main run's 200k
+    iterations); the switch point at pipeline.switch_fraction of its steps."""
+    steps = cfg.trainer.pretrain.max_steps
+    if pretrain == "short":
+        steps = max(1, round(cfg.pipeline.pn_fraction * steps))
+    return steps, max(1, round(cfg.pipeline.switch_fraction * steps))
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """Its steps' tokens, from the corpus; last.ckpt with AdamW's moments (where it takes a
+    step), model.pt and the switch point's weights."""
+    steps, _ = schedule(cfg, cfg.variant.facts.pretrain)
+    tokens = steps * cfg.trainer.pretrain.global_batch * cfg.data.seq_len
+    disk = parameters(cfg) * (BYTES_TRAINING * (steps > 0) + 2 * BYTES_WEIGHTS)
+    return training(cfg, tokens, disk, corpus=True)
+
+
 def run(ctx: StageContext) -> dict[str, Any]:
     from ssmax.training import data_state_path, train
 
     cfg = train_cfg(ctx, "pretrain")
-    steps = cfg.trainer.pretrain.max_steps
-    if cfg.variant.facts.pretrain == "short":  # Sec. 2.1: 25k of the main run's 200k iterations
-        steps = max(1, round(cfg.pipeline.pn_fraction * steps))
-        cfg.trainer.pretrain.max_steps = steps
-    switch_step = max(1, round(cfg.pipeline.switch_fraction * steps))
+    steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
+    cfg.trainer.pretrain.max_steps = steps
     cfg.trainer.save_weights_at = [switch_step]
     result = train(cfg)
     return {

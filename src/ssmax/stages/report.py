@@ -10,14 +10,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ssmax.report.build import build_report, settings_from_cfg
+from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+    from omegaconf import DictConfig
+
     from ssmax.stages.common import StageContext
 
 SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                  uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
                        "eval"))  # shown in the report's settings, a preset's cuts too  # fmt: skip
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """Nothing: no compute, nothing written but its record."""
+    return StageCost()  # figures and tables from its inputs' records
 
 
 def run(ctx: StageContext) -> dict[str, Any]:

@@ -7,15 +7,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ssmax.evals.common import scaled_theta
+from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+    from omegaconf import DictConfig
+
     from ssmax.stages.common import StageContext
 
 SPEC = StageSpec(
     reads=("model.rope_theta", "pipeline.rope_factor"),
     inline=True,
 )
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """Nothing: no compute, nothing written but its record."""
+    return StageCost()  # bookkeeping: its outputs name the input's weights
 
 
 def run(ctx: StageContext) -> dict[str, Any]:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.common import StageContext, train_cfg
+from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
 
 SPEC = StageSpec(
     reads=("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
@@ -14,9 +20,31 @@ SPEC = StageSpec(
 )
 
 
+def examples(cfg: DictConfig) -> float:
+    """Training examples of one epoch: SQuAD 2.0's filtered ones, or the generated stand-in's
+    answerable share less its validation split."""
+    if cfg.data.sft_source == "squad_v2":
+        return SQUAD_FILTERED
+    kept = 1 - float(cfg.data.sft_unanswerable_fraction)
+    return cfg.data.sft_num_examples * kept * (1 - float(cfg.data.sft_val_fraction))
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """Every example of every epoch at the full sequence length (an upper bound: batches are
+    cut after their longest example); last.ckpt with AdamW's moments and model.pt. Nothing
+    where the variant inherits its start variant's SFT model."""
+    if stage in cfg.variant.facts.inherit:
+        return StageCost()
+    tokens = cfg.trainer.sft.epochs * examples(cfg) * cfg.data.seq_len
+    return training(cfg, tokens, parameters(cfg) * (BYTES_TRAINING + BYTES_WEIGHTS))
+
+
 def run(ctx: StageContext) -> dict[str, Any]:
     from ssmax.training import train
 
+    if ctx.stage in ctx.cfg.variant.facts.inherit:  # the start variant's SFT model, as it is
+        source = ctx.only_input()
+        return {"weights": source["weights"], "inherited": True}
     cfg = train_cfg(ctx, "sft")
     cfg.init_from = ctx.only_input()["weights"]
     result = train(cfg)

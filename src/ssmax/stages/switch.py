@@ -11,16 +11,37 @@ what (a) would have trained on next (data_step<N>.json beside (a)'s switch-point
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.common import StageContext, train_cfg
+from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
+from ssmax.stages.pretrain import schedule
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.start", "pipeline.switch_warmup_fraction"),
     trains=True,
     uses=("trainer", "data"),
 )  # fmt: skip
+
+
+def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
+    """From the final weights: none (validation loss only); from the switch point: the steps
+    the start variant's pretrain node had left (schedule), on the corpus. Its model.pt, and
+    last.ckpt with AdamW's moments where it takes a step."""
+    from ssmax.variants import facts
+
+    start = cfg.variant.facts.start
+    steps = 0
+    if start.checkpoint != "weights":
+        total, switch_step = schedule(cfg, facts(start.variant).pretrain)
+        steps = total - switch_step
+    tokens = steps * cfg.trainer.pretrain.global_batch * cfg.data.seq_len
+    disk = parameters(cfg) * (BYTES_TRAINING * (steps > 0) + BYTES_WEIGHTS)
+    return training(cfg, tokens, disk, corpus=True)
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
