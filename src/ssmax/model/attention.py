@@ -32,11 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssmax.model import laws
 from ssmax.model.cache import KVCache
+from ssmax.model.laws import LAWS, PARAMS
+from ssmax.model.laws import length_term as law_term
 from ssmax.model.rope import apply_rope
 
-SCALES = ("none", *laws.LAWS)
+SCALES = ("none", *LAWS)
 
 
 @dataclass
@@ -72,8 +73,8 @@ def length_term(
 ) -> torch.Tensor | None:
     """The per-position part of the multiplier (log n, p_n, ...: the variant's law in laws.py)
     in float32, or None for softmax."""
-    params = {name: getattr(variant, name) for name in laws.PARAMS}
-    return laws.length_term(variant.scale, n, train_len=train_len, p_n=p_n, **params)
+    params = {name: getattr(variant, name) for name in PARAMS}
+    return law_term(variant.scale, n, train_len=train_len, p_n=p_n, **params)
 
 
 class Attention(nn.Module):
