@@ -61,6 +61,41 @@ def test_pipeline_in_process_against_a_server(
     assert "--tracking-uri http://HOST:PORT" in capsys.readouterr().err
 
 
+def test_each_folders_report_is_of_its_own_run_on_a_shared_server(
+    tracking_server: tuple[str, Path], tmp_path: Path, shared_cache: Path, capsys
+) -> None:
+    """Two pipelines, folders b then a, track on one server: b's report is of b's pipeline run,
+    not of the server's latest (a's: it named a's run, whose nodes b holds too, same
+    fingerprints). Each folder records its run (pipeline/mlflow_run.json); a folder without
+    that record asks for --run-id rather than guess on a server."""
+    uri, _ = tracking_server
+    # the pretrain node alone; seeds named: the report reads its settings from that node's
+    # config, where the declaration's seeds are not filled in
+    only = ("pipeline.targets=[pretrain]", "pipeline.seeds=[0]")
+    for name in ("b", "a"):  # a's run starts last: the server's latest
+        overrides = _pipeline(tmp_path / name, shared_cache, uri, "two-folders", *only)
+        assert main(["run", *overrides]) == 0
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("two-folders")
+    b_run, a_run = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'",
+                                      order_by=["attributes.start_time ASC"])  # fmt: skip
+    for name, mine, other in (("b", b_run, a_run), ("a", a_run, b_run)):
+        dest = tmp_path / f"report-{name}"
+        args = ["--output-dir", str(tmp_path / name), "--dest", str(dest), "--tracking-uri", uri]
+        assert report_main(args) == 0
+        said = (dest / "report.md").read_text()
+        assert f"({mine.info.run_id})" in said and other.info.run_id not in said
+    capsys.readouterr()
+    (tmp_path / "b" / "pipeline" / "mlflow_run.json").unlink()  # a folder from before it
+    args = ["--output-dir", str(tmp_path / "b"), "--dest", str(tmp_path / "old"), "--tracking-uri",
+            uri]  # fmt: skip
+    assert report_main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--run-id" in err and "mlflow_run.json" in err, err
+    assert report_main([*args, "--run-id", b_run.info.run_id]) == 0
+    assert f"({b_run.info.run_id})" in (tmp_path / "old" / "report.md").read_text()
+
+
 def _read_until(process: subprocess.Popen, text: str, deadline_s: float = 120.0) -> str:
     """The server's stdout up to text (a generous deadline: it imports MLflow and starts
     uvicorn, tens of seconds on a loaded machine). Unbuffered reads: select sees the pipe."""

@@ -251,7 +251,8 @@ class ParentRun:
         if self._id is None:
             from datetime import datetime
 
-            from ssmax.tracking import start_pipeline_run
+            from ssmax.pipeline.state import write_pipeline_run
+            from ssmax.tracking import start_pipeline_run, tracking_uri
 
             cfg = self.cfg
             name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -259,6 +260,8 @@ class ParentRun:
             tags = {"kind": "pipeline", "preset": str(cfg.preset.name),
                     "executor": str(cfg.executor.kind)}  # fmt: skip
             self._id = start_pipeline_run(cfg, name, tags)
+            # the folder's run for the report: a server holds other folders' runs too
+            write_pipeline_run(cfg.paths.output_dir, self._id, name, tracking_uri(cfg))
         return self._id
 
     def hand_off(self) -> None:

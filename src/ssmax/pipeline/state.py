@@ -5,6 +5,11 @@
         done.json     {"fingerprint", "outputs", "run_id", "wall_s", "flops"}: written
                       atomically, last
 
+    <output_dir>/pipeline/mlflow_run.json
+                  {"run_id", "run_name", "tracking_uri"}: the MLflow run of the invocation
+                  last started on this folder (what `python -m ssmax.report` rebuilds; a
+                  server's latest pipeline run may be another folder's)
+
 A folder without done.json is unfinished work (a training node resumes from its checkpoint
 there); one with done.json of the same fingerprint is a result. Old fingerprints' folders stay,
 so going back to an earlier setting is a cache hit.
@@ -39,3 +44,22 @@ def read_done(directory: Path, fingerprint: str) -> dict[str, Any] | None:
 
 def write_done(directory: Path, record: dict[str, Any]) -> None:
     atomic_write_json(directory / DONE, record, indent=2, sort_keys=True)
+
+
+PIPELINE_RUN = "mlflow_run.json"
+
+
+def pipeline_run_path(output_dir: str | Path) -> Path:
+    return Path(output_dir) / "pipeline" / PIPELINE_RUN
+
+
+def write_pipeline_run(output_dir: str | Path, run_id: str, run_name: str, uri: str) -> None:
+    """Record the folder's pipeline run (its invocations hold the folder's lock: one at once)."""
+    record = {"run_id": run_id, "run_name": run_name, "tracking_uri": uri}
+    atomic_write_json(pipeline_run_path(output_dir), record, indent=2)
+
+
+def read_pipeline_run(output_dir: str | Path) -> dict[str, str] | None:
+    """The record of the pipeline run last started on this folder, None before any."""
+    path = pipeline_run_path(output_dir)
+    return json.loads(path.read_text()) if path.exists() else None

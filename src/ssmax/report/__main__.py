@@ -1,8 +1,9 @@
 """`python -m ssmax.report --output-dir DIR [--dest DIR/report] [--run-id ID]`
 
-Rebuild the report of a pipeline run without running anything: the run (default: the latest
-pipeline run in DIR's MLflow store) names its child runs; each child's node and fingerprint
-tags locate that node's folder and done record on disk, whose outputs are the report's inputs.
+Rebuild the report of a pipeline run without running anything: the run (default: the one last
+started on DIR, which DIR/pipeline/mlflow_run.json names; a server holds other folders' runs
+too) names its child runs; each child's node and fingerprint tags locate that node's folder
+and done record on disk, whose outputs are the report's inputs.
 """
 
 from __future__ import annotations
@@ -16,9 +17,31 @@ from typing import Any
 REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah", "export")
 
 
-def latest_pipeline_run(client: Any, run_id: str | None = None) -> Any:
-    if run_id:
-        return client.get_run(run_id)
+def pipeline_run(client: Any, output_dir: Path, uri: str, run_id: str | None = None) -> Any:
+    """The pipeline run to report on: run_id, else the one last started on output_dir (its
+    pipeline/mlflow_run.json), else (a folder from before that record) the latest pipeline run
+    of the folder's own sqlite store. A server's latest may be another folder's: never taken."""
+    from mlflow.exceptions import MlflowException
+
+    from ssmax.pipeline.state import pipeline_run_path, read_pipeline_run
+    from ssmax.tracking import default_store
+
+    recorded = None if run_id else read_pipeline_run(output_dir)
+    wanted = run_id or (recorded or {}).get("run_id")
+    if wanted:
+        try:
+            return client.get_run(wanted)
+        except MlflowException as err:
+            if err.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise
+        where = (f"recorded in {pipeline_run_path(output_dir)}, tracked on "
+                 f"{recorded['tracking_uri']}") if recorded else "--run-id"  # fmt: skip
+        raise LookupError(f"pipeline run {wanted} ({where}) is not in {uri}") from None
+    if uri != default_store(output_dir):
+        raise LookupError(
+            f"no pipeline run recorded in {pipeline_run_path(output_dir)} and {uri} may hold "
+            "other folders' runs: name it with --run-id (the id of this folder's pipeline run)"
+        )
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(
         experiments, "tags.kind = 'pipeline'", order_by=["attributes.start_time DESC"],
@@ -46,7 +69,7 @@ def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
-    parent = latest_pipeline_run(client, run_id)
+    parent = pipeline_run(client, output_dir, uri, run_id)
     children = client.search_runs(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
         max_results=5000,
@@ -73,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", required=True, help="the pipeline's paths.output_dir")
     parser.add_argument("--dest", help="where to write the report (default: OUTPUT_DIR/report)")
-    parser.add_argument("--run-id", help="a pipeline run (default: the latest)")
+    parser.add_argument("--run-id", help="a pipeline run (default: OUTPUT_DIR's last)")
     parser.add_argument(
         "--tracking-uri", help="the run's tracking.tracking_uri, e.g. http://HOST:PORT "
         f"(default: sqlite:///OUTPUT_DIR/{STORE_FILE})",
