@@ -92,6 +92,10 @@ def test_local_executor_runs_workers_side_by_side_and_inline_stages_here(
     assert set(started) == {j.name for j in jobs}
     assert started["pretrain/a_softmax/seed0"].startswith(" (pid ")  # a worker process
     assert started["rope_sft/g_qwen_logn_inference/seed0"] == ""  # inline: no worker
+    done = {j.name: j.done["outputs"] for j in jobs}
+    inherited = done["sft/g_qwen_logn_inference/seed0"]  # (a)'s SFT model, untrained under (g)
+    assert inherited["weights"] == done["sft/a_softmax/seed0"]["weights"]
+    assert inherited["inherited"] and inherited["run_id"]  # a run of its own in the tree
     # two workers at once: a node started while another was running
     events = re.findall(r"^(run|done)\s+(\S+)", output, re.M)
     running, most = set(), 0

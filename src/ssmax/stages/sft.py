@@ -42,9 +42,8 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 def run(ctx: StageContext) -> dict[str, Any]:
     from ssmax.training import train
 
-    if ctx.stage in ctx.cfg.variant.facts.inherit:  # the start variant's SFT model, as it is
-        source = ctx.only_input()
-        return {"weights": source["weights"], "inherited": True}
+    if ctx.stage in ctx.cfg.variant.facts.inherit:
+        return inherited(ctx)
     cfg = train_cfg(ctx, "sft")
     cfg.init_from = ctx.only_input()["weights"]
     result = train(cfg)
@@ -54,3 +53,14 @@ def run(ctx: StageContext) -> dict[str, Any]:
         "val_loss": result.metrics.get("val/loss"),
         "run_id": result.run_id,
     }
+
+
+def inherited(ctx: StageContext) -> dict[str, Any]:
+    """The start variant's SFT model as it is (facts.inherit), in an MLflow run of this node's
+    own: the pipeline's run tree holds every node, and the export registers the model from it."""
+    from ssmax.tracking import child_run
+
+    run_id = None
+    if ctx.cfg.tracking.enabled:
+        run_id = child_run(ctx.cfg, ctx.name, ctx.cfg.tracking.parent_run_id, dict(ctx.tags or {}))
+    return {"weights": ctx.only_input()["weights"], "inherited": True, "run_id": run_id}
