@@ -1,5 +1,6 @@
-"""`python -m ssmax.tracking.ui` leaves nothing behind: on SIGTERM, SIGINT and SIGHUP, and when its
-own parent dies, its `mlflow server` and every process under it end and the port is free."""
+"""`python -m ssmax.tracking.ui` leaves nothing behind: on SIGTERM, SIGINT and SIGHUP, when it is
+killed (SIGKILL: the kernel stops its server, Linux) and when its own parent dies, its `mlflow
+server` and every process under it end and the port is free."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 LAUNCH = 'python -m ssmax.tracking.ui --output-dir "$1" --port "$2" & echo $! ; wait'
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "parent dies"])
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "parent dies"])
 def test_ui_leaves_no_process_and_frees_the_port(store: Path, how: str) -> None:
     port = free_port()
     env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

@@ -3,7 +3,8 @@
 `python -m ssmax.tracking.ui --output-dir outputs --port 5000` serves until Ctrl-C. The server
 runs in its own session (setsid) because its worker children outlive a plain kill of the
 parent; stopping signals the whole process group. The command stops it on SIGINT, SIGTERM and
-SIGHUP, and when its own parent dies (a closed terminal, a killed job script): no server is
+SIGHUP, and when its own parent dies (a closed terminal, a killed job script); on Linux the
+kernel stops it when the command itself is killed (SIGKILL: DIE_WITH_PARENT): no server is
 left on the port. Job execution is off: the store needs none.
 """
 
@@ -80,6 +81,7 @@ def start_ui(
         command += ["--serve-artifacts", "--artifacts-destination", artifacts_destination]
     if allowed_hosts:
         command += ["--allowed-hosts", ",".join(allowed_hosts)]
+    command = die_with_this_thread(command)
     server = None
     try:  # a signal or Ctrl-C while it starts stops it too
         # a stop signal during Popen would lose the started server (seen: a SIGTERM as its log
@@ -96,6 +98,27 @@ def start_ui(
             stop_ui(server)
         raise
     return server
+
+
+# The server's first program on Linux: the kernel sends it SIGTERM when the thread that started
+# it ends, however it ends (SIGKILL included), then it becomes `mlflow server` (execv keeps the
+# request), which passes SIGTERM to its uvicorn. A parent already gone: it never starts.
+DIE_WITH_PARENT = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    sys.exit("its parent is gone")
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
+def die_with_this_thread(command: list[str]) -> list[str]:
+    """command (a Python one: sys.executable first) so that it ends with the calling thread
+    (Linux; elsewhere as it is). Only from the main thread: PR_SET_PDEATHSIG follows the thread
+    that forks, and another one may end while its process serves on."""
+    if sys.platform != "linux" or threading.current_thread() is not threading.main_thread():
+        return command
+    return [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command[1:]]
 
 
 @contextmanager
