@@ -11,7 +11,7 @@ VARIANT ?= a_softmax
 SEEDS ?=
 # pipelines/<PIPELINE>.yaml: the declaration to run (paper, scaling_laws, ...)
 PIPELINE ?= paper
-# tiny: nodes side by side in subprocesses, one torch thread each (measured faster; README)
+# tiny: nodes side by side in subprocesses, one torch thread each (measured faster; docs/pipeline.md)
 EXECUTOR ?= $(if $(filter tiny,$(PRESET)),local,inprocess)
 PIPELINE_ARGS = preset=$(PRESET) pipeline.file=$(PIPELINE) $(if $(SEEDS),"pipeline.seeds=[$(SEEDS)]") \
 	executor=$(EXECUTOR) $(ARGS)
