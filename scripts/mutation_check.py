@@ -179,9 +179,9 @@ FINGERPRINT = (
         "            for child in ast.iter_child_nodes(node):\n                visit(child)\n\n"
         "    visit("),
     Bug("no-result-covers-a-results-module", "pipeline/code.py",
-        '"stages/spec.py")', '"stages/spec.py", "evals/niah.py")'),
+        '"stages/costing.py")', '"stages/costing.py", "evals/niah.py")'),
     Bug("no-result-covers-inputs", "pipeline/code.py",
-        '"stages/spec.py")', '"stages/spec.py", "inputs.py")'),
+        '"stages/costing.py")', '"stages/costing.py", "inputs.py")'),
     Bug("no-result-covers-all-of-tracking", "pipeline/code.py",
         '"tracking/server.py", "tracking/spool.py",', '"tracking", "tracking/spool.py",'),
     # more of the key
