@@ -253,7 +253,7 @@ class NiahEvalConfig:
     # NIAH's own setting (trainer.compile does not reach it; the needle scores and the copy
     # probe run eager): symbolic shapes, one graph each for every length; on in the paper
     # preset and so gpu1 (10.9 vs 16.7 ms a sample at 8k on an H100), off by default: inductor
-    # on the CPU took ~30 s a pair of graphs for a handful of short prompts (README, performance)
+    # on the CPU took ~30 s a pair of graphs for a handful of short prompts (docs/paper-scale.md)
     compile: bool = False  # torch.compile of the prefill and the decoding step
 
 

@@ -3,7 +3,7 @@ folders `transformers.AutoModelForCausalLM.from_pretrained` loads (ssmax.export)
 of the node's folder. Each is also logged as an MLflow model in the run that trained it and
 registered as a version of ssmax-<variant> (ssmax.tracking.models).
 
-The folders are at the training theta; theta x50 is a config edit (README, export).
+The folders are at the training theta; theta x50 is a config edit (docs/models-out.md).
 """
 
 from __future__ import annotations
