@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -301,6 +302,34 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
             from mlflow import MlflowClient
 
             assert MlflowClient(srv.url).get_run(run_id).data.tags["node"] == "pretrain/x"
+    finally:
+        process.kill()
+        stop_ui(srv)
+
+
+@pytest.mark.slow
+def test_run_stopped_while_the_server_is_away_says_what_it_kept(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    """SIGTERM mid-training with the server away: the run ends (Lightning stops at the next
+    step) saying in one line what it kept where, as a run that ends normally does."""
+    port, holds, log = free_port(), tmp_path / "holds", tmp_path / "train.log"
+    srv, out = server(tmp_path / "server", port), tmp_path / "out"
+    process = train(out, shared_cache, srv.url, holds, [10], log, max_steps=30)
+    folder = run_folder(out)
+    try:
+        wait_for(held_marker(folder, 10), process, log)
+        stop_ui(srv)
+        process.send_signal(signal.SIGTERM)  # noted while held; it stops after step 10
+        (holds / "go-10").touch()
+        print(f"stopped: exit status {process.wait(END_S)}")
+        said = [line for line in log.read_text().splitlines() if "unreachable" in line]
+        assert len(said) == 1 and str(folder / SPOOL_FILE) in said[0], log.read_text()[-3000:]
+        assert "python -m ssmax.report" in said[0] and "connection refused" in said[0]
+        spool = folder / SPOOL_FILE
+        count = spool.with_suffix(".sent")
+        sent = int(count.read_text()) if count.exists() else 0
+        assert len(spool.read_text().splitlines()) > sent  # kept, undelivered (its end status)
     finally:
         process.kill()
         stop_ui(srv)

@@ -11,8 +11,9 @@ metric through an outage longer than the retries. So, for an http(s) tracking UR
   batch (and the run's final status) is appended to <run folder>/mlflow-pending.jsonl and a
   thread delivers the lines in order, one attempt at a time with a short timeout, retrying
   while the server is away; the training step never waits. What is still pending when the
-  run ends stays in the file (one line says so); the next run of that folder, `python -m
-  ssmax.pipeline run` and `python -m ssmax.report` deliver it (`deliver_pending`). A line
+  run ends, or when its process ends before that (a stop: SIGTERM, Ctrl-C), stays in the
+  file (one line says so); the next run of that folder, `python -m ssmax.pipeline run` and
+  `python -m ssmax.report` deliver it (`deliver_pending`). A line
   delivered twice (sent, then the process died before counting it) is harmless: the server
   keeps one copy of an identical (key, value, timestamp, step).
 - `finish_later`: a pipeline's training node that ends with metrics pending is finished (tags,
@@ -25,6 +26,7 @@ deliver what is pending without it.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import json
 import math
@@ -40,6 +42,7 @@ SPOOL_FILE = "mlflow-pending.jsonl"  # in the run folder: what the server has no
 SEND_TIMEOUT_S = 5  # one delivery attempt; the training thread never waits for it
 RETRY_EVERY_S = 2.0  # between attempts while the server is away
 DRAIN_WAIT_S = 10.0  # at the end of a run: how long to wait for the server before leaving
+STOP_WAIT_S = 2.0  # a process that ends without closing its spool (a stop: SIGTERM, Ctrl-C)
 MAX_BATCH = 1000  # metrics per log-batch request (MLflow's limit)
 
 
@@ -65,6 +68,7 @@ class Spool:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self.closed = self.given_up = False
+        atexit.register(self._at_exit)
 
     def start(self) -> None:
         """Deliver from a thread from now on (what an earlier run left first)."""
@@ -99,6 +103,7 @@ class Spool:
 
     def close(self) -> None:
         """Stop delivering, release the file; remove it (and its count) when all was delivered."""
+        atexit.unregister(self._at_exit)
         with self._wake:
             self.closed = True
             self._wake.notify_all()
@@ -110,6 +115,16 @@ class Spool:
             self.path.unlink(missing_ok=True)
             self.sent_file.unlink(missing_ok=True)
         self.handle.close()
+
+    def _at_exit(self) -> None:
+        """The process ends with the spool open: its run did not reach its end (SIGTERM stops
+        Lightning with a SystemExit; Ctrl-C). A short wait for the server, then one line on
+        what stays in the file, as at a run's end."""
+        if self.handle.closed:  # released already
+            return
+        if self.pending and not self.deliver(STOP_WAIT_S):
+            print(pending_line(self, self.pending[0]["uri"]), file=sys.stderr, flush=True)
+        self.close()
 
     def _loop(self) -> None:
         while True:
