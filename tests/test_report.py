@@ -198,3 +198,17 @@ def test_settings_name_the_tokenizer_the_models_used() -> None:
     assert "GPT-2's BPE (50,257 tokens)" in trained_on(gpt2.data)["pretraining data"]
     bpe = trained_on(make_cfg("preset=smoke").data)["pretraining data"]
     assert "a byte-level BPE of 512 tokens trained on the corpus" in bpe and "GPT-2" not in bpe
+
+
+@pytest.mark.slow
+def test_report_of_a_run_without_a_report_node(tmp_path: Path, shared_cache: Path) -> None:
+    # pretraining only: the settings come from a training node's own config, which names no
+    # pipeline seeds or variants; the report takes them from the nodes it found
+    from ssmax.pipeline.__main__ import main
+
+    out = tmp_path / "out"
+    assert main(["run", "preset=smoke", "pipeline.variants=[a_softmax]",
+                 "pipeline.targets=[pretrain]", f"paths.output_dir={out}",
+                 f"paths.cache_dir={shared_cache}"]) == 0  # fmt: skip
+    assert report_main(["--output-dir", str(out), "--dest", str(tmp_path / "report")]) == 0
+    assert "| seeds | [0] |" in (tmp_path / "report" / "report.md").read_text()

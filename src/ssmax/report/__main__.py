@@ -90,6 +90,16 @@ def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict
     return inputs, config_dir, parent
 
 
+def seeds_of(inputs: dict[str, Any]) -> list[int]:
+    """The seeds of the nodes found ("<stage>/<variant>/seed<k>"), for a run without a report
+    node whose settings come from a node config that does not list them."""
+    return sorted({int(n.rsplit("/seed", 1)[1]) for n in inputs if "/seed" in n})
+
+
+def variants_of(inputs: dict[str, Any]) -> list[str]:
+    return sorted({n.split("/")[1] for n in inputs if n.count("/") == 2})
+
+
 def main(argv: list[str] | None = None) -> int:
     from ssmax.tracking import STORE_FILE, default_store
 
@@ -131,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from ssmax.report.build import build_report, settings_from_cfg
 
-    settings = settings_from_cfg(OmegaConf.load(config_dir / "config.yaml"))
+    cfg = OmegaConf.load(config_dir / "config.yaml")
+    for key, found in (("seeds", seeds_of(inputs)), ("variants", variants_of(inputs))):
+        if OmegaConf.select(cfg, f"pipeline.{key}") is None:  # a training node's own config
+            OmegaConf.update(cfg, f"pipeline.{key}", found, force_add=True)
+    settings = settings_from_cfg(cfg)
     settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
     settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
     dest = Path(args.dest) if args.dest else output_dir / "report"
