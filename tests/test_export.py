@@ -345,20 +345,18 @@ def test_nan_and_infinity_are_refused_before_anything_is_written(
 def test_stage_export_names_the_trained_node_and_its_fingerprint(
     exported: dict, tmp_path: Path
 ) -> None:
-    # the export stage's ssmax.json: the node that trained the weights, and its fingerprint
-    from ssmax.pipeline.state import node_dir, write_done
+    # the export stage's ssmax.json: the node that trained the weights, and the fingerprint the
+    # runner gives the stage with its inputs' outputs
     from ssmax.stages import export
     from ssmax.stages.common import StageContext
 
     model, cfg, _ = exported["b_ssmax"]
     name, fingerprint = "sft/b_ssmax/seed0", "9a004d568695fa99" + "0" * 48
-    trained = node_dir(tmp_path, name, fingerprint)
-    trained.mkdir(parents=True)
-    torch.save(model.state_dict(), trained / "model.pt")
-    outputs = {"weights": str(trained / "model.pt")}
-    write_done(trained, {"node": name, "fingerprint": fingerprint, "outputs": outputs})
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    outputs = {"weights": str(tmp_path / "model.pt")}
     cfg = OmegaConf.merge(cfg, {"tracking": {"enabled": False}})
-    ctx = StageContext("export/b_ssmax/seed0", "export", cfg, tmp_path / "export", {name: outputs})
+    ctx = StageContext("export/b_ssmax/seed0", "export", cfg, tmp_path / "export", {name: outputs},
+                       fingerprints={name: fingerprint})  # fmt: skip
     folder = Path(export.run(ctx)["models"]["sft"])
     info = strict_json((folder / "ssmax.json").read_text())
     assert info["node"] == name and info["fingerprint"] == fingerprint

@@ -187,19 +187,21 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "config.yaml").write_text(job.cfg_yaml)
     cfg.tracking.parent_run_id = job.parent_run_id
-    inputs = {}
+    inputs, fingerprints = {}, {}
     for name, input_dir in job.input_dirs.items():
         record = read_record(Path(input_dir))
         if record is None:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
         inputs[name] = record["outputs"]
+        fingerprints[name] = str(record["fingerprint"])
     tracked = rank0 and not job.trains  # training makes its own MLflow run (rank 0's logger)
     run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
     stage_cfg = cfg
     if cfg.pipeline.strict_reads:  # the stage sees only what it declares
         spec = stage_spec(job.module)
         stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
-    ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job))
+    ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job),
+                       fingerprints)  # fmt: skip
     start = time.perf_counter()
     module = importlib.import_module(f"ssmax.stages.{job.module}")
     try:

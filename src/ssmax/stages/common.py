@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ class StageContext:
     inputs: dict[str, dict[str, Any]]  # upstream node name -> that node's outputs
     run_id: str | None = None  # MLflow run for stages that do not train (training makes its own)
     tags: dict[str, str] | None = None  # MLflow tags of the node's run (stage, node, fingerprint)
+    fingerprints: dict[str, str] = field(default_factory=dict)  # upstream node -> its fingerprint
 
     def only_input(self) -> dict[str, Any]:
         (outputs,) = self.inputs.values()

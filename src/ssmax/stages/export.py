@@ -9,7 +9,6 @@ The folders are at the training theta; theta x50 is a config edit (docs/models-o
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.costing import BYTES_WEIGHTS, StageCost, parameters
@@ -46,27 +45,13 @@ def run(ctx: StageContext) -> dict[str, Any]:
         stage = name.split("/")[0]
         dest = ctx.out_dir / "hf" / stage
         shutil.rmtree(dest, ignore_errors=True)  # an attempt of this node that did not finish
-        node, fingerprint = trained_node(outputs["weights"])
-        info = {"node": node, "fingerprint": fingerprint, "seed": ctx.cfg.seed,
-                "preset": str(ctx.cfg.preset.name)}  # fmt: skip
+        info = {"node": name, "fingerprint": ctx.fingerprints.get(name, ""),
+                "seed": ctx.cfg.seed, "preset": str(ctx.cfg.preset.name)}  # fmt: skip
         write_export(trained_model(ctx.cfg, outputs["weights"]), ctx.cfg.data, dest, 1.0, info)
         models[stage] = str(dest)
         if tracked and outputs.get("run_id"):
             registered[stage] = register(ctx, outputs["run_id"], dest, name)
     return {"models": models, "registered": registered}
-
-
-def trained_node(weights: str) -> tuple[str, str]:
-    """(node, fingerprint) of the node that wrote these weights, from the done record in the
-    nearest folder above them (a stage is given its inputs' outputs, not their fingerprints).
-    For an inherited stage ((g)'s SFT model) that is the start variant's node."""
-    from ssmax.pipeline.state import read_record
-
-    for folder in Path(weights).parents:
-        record = read_record(folder)
-        if record is not None:
-            return str(record["node"]), str(record["fingerprint"])
-    raise RuntimeError(f"no done record in a folder above the weights {weights}")
 
 
 def register(ctx: StageContext, run_id: str, folder: Any, source: str) -> dict[str, Any]:
