@@ -223,7 +223,7 @@ def test_failed_node_blocks_its_dependants(
         (["preset=paper", "executor/slurm/profile=gpu8", "trainer.devices=8",
           "trainer.pretrain.global_batch=1000"], "global_batch=1000 must be a multiple"),
         (["preset=paper", "executor/slurm/profile=gpu8", "trainer.devices=8",
-          "trainer.sft.batch_size=16"],  # as the README says
+          "trainer.sft.batch_size=16"],  # as docs/cluster-and-tracking.md says
          "executor.partition='gpu' is unknown"),  # the batch math holds; the site does not
         (["+executor.stages.pretrain={nodes:2}"],  # the smoke preset: 4 sequences an update
          "global_batch=4 must be a multiple of batch_size x devices x nodes = 4 x 1 x 2 = 8"),
