@@ -28,7 +28,7 @@ from ssmax.data.sft import (
 from ssmax.data.squad import load_squad
 from ssmax.data.squad_gen import generate_squad
 from ssmax.data.tokenizer import GPT2_FILES, bpe_path, load_tokenizer
-from ssmax.schema import DataConfig
+from ssmax.schema import DataConfig, FactsConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT2_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
@@ -194,6 +194,33 @@ def test_generated_squad(cache: Path) -> None:
     val = load_squad(cfg, "validation")
     assert len(kept) + len(val) == 300 - len(empty)
     assert not set(kept["id"]) & set(val["id"])
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 1.0])
+def test_generated_squad_in_the_planted_language(cache: Path, share: float) -> None:
+    """data.sft_fact_share: that share of items asks a data.facts question about a data.facts
+    key, its answer a number in the context; the rest are the set's own templates."""
+    facts = OmegaConf.structured(FactsConfig)
+    cfg = data_cfg(cache, sft_num_examples=200, sft_fact_share=share, facts=facts)
+    planted = [re.escape(t.question).replace(re.escape("{key}"), "(.+)") for t in facts.templates]
+    keys = {f"{t} {n}" for t in facts.titles for n in facts.names}
+    asked = 0
+    for ex in generate_squad(cfg):
+        match = next((m for p in planted if (m := re.fullmatch(p, ex["question"]))), None)
+        if match:
+            asked += 1
+            assert match.group(1) in keys
+        for start, text in zip(ex["answers"]["answer_start"], ex["answers"]["text"], strict=True):
+            assert ex["context"][start:].startswith(text)
+            assert not match or (text.isdigit() and len(text) != 7)
+    assert (asked == 0) if share == 0 else (asked == 200 if share == 1 else 60 < asked < 140)
+
+
+def test_planted_sft_share_needs_templates(cache: Path) -> None:
+    facts = OmegaConf.merge(OmegaConf.structured(FactsConfig), {"templates": []})
+    cfg = data_cfg(cache, sft_num_examples=5, sft_fact_share=0.5, facts=facts)
+    with pytest.raises(ValueError, match="sft_fact_share"):
+        generate_squad(cfg)
 
 
 def test_sft_labels_cover_answer_and_eos(bpe) -> None:

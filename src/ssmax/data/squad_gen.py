@@ -16,6 +16,7 @@ import re
 from omegaconf import DictConfig
 
 from ssmax.data.corpus import load_embedded
+from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.data.squad_schema import squad_features
 
 NAMES = [
@@ -60,9 +61,9 @@ def random_number(rng: random.Random) -> str:
     return str(rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10**digits - 1))
 
 
-def _values(rng: random.Random) -> dict[str, str]:
+def _values(rng: random.Random, names: list[str] = NAMES) -> dict[str, str]:
     return {
-        "name": rng.choice(NAMES),
+        "name": rng.choice(names),
         "obj": rng.choice(OBJECTS),
         "place": rng.choice(PLACES),
         "num": random_number(rng),
@@ -94,18 +95,34 @@ def _passage(rng: random.Random, sents: list[str], words: int) -> list[str]:
     return sents[start:end]
 
 
-def make_example(rng: random.Random, sents: list[str], lo: int, hi: int, answerable: bool):
+def planted_pools(facts_cfg) -> tuple[list[tuple[str, str, str]], list[str]]:  # noqa: ANN001
+    """data.facts' templates and keys as this module's (fact, question, "num") and names: the
+    pretraining's planted language asked in the SFT format (data.sft_fact_share)."""
+    spec = spec_from_cfg(facts_cfg)
+    if not spec.templates:
+        raise ValueError("data.sft_fact_share > 0 needs data.facts (templates, titles, names)")
+
+    def ours(text: str) -> str:
+        return text.replace("{key}", "{name}").replace("{value}", "{num}")
+
+    return [(ours(f), ours(q), "num") for f, q in spec.templates], list(spec.keys)
+
+
+def make_example(
+    rng: random.Random, sents: list[str], lo: int, hi: int, answerable: bool,
+    templates: list[tuple[str, str, str]] = TEMPLATES, names: list[str] = NAMES,
+):  # fmt: skip
     """One SQuAD-format row (without id/title)."""
-    fact, question, field = rng.choice(TEMPLATES)
-    vals = _values(rng)
+    fact, question, field = rng.choice(templates)
+    vals = _values(rng, names)
     facts = [fact.format(**vals)]
     if rng.random() < 0.5:  # a distractor: the same kind of fact about someone else
-        other = {**_values(rng), "name": rng.choice([n for n in NAMES if n != vals["name"]])}
+        other = {**_values(rng, names), "name": rng.choice([n for n in names if n != vals["name"]])}
         facts.append(fact.format(**other))
     if not answerable:
         # ask about a name that occurs in no fact of this context
-        used = {vals["name"]} | {n for n in NAMES if any(n in f for f in facts)}
-        vals = {**vals, "name": rng.choice([n for n in NAMES if n not in used])}
+        used = {vals["name"]} | {n for n in names if any(n in f for f in facts)}
+        vals = {**vals, "name": rng.choice([n for n in names if n not in used])}
     sents = _passage(rng, sents, rng.randint(lo, hi))
     for f in facts:  # insert each fact at a random depth
         sents.insert(rng.randint(0, len(sents)), f)
@@ -131,11 +148,15 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
     docs = [sentences(t) for t in train["text"]]
     titles = [f"{b} ch. {c}" for b, c in zip(train["book"], train["chapter"], strict=True)]
     lo, hi = int(data_cfg.sft_context_words_min), int(data_cfg.sft_context_words_max)
+    share = float(data_cfg.get("sft_fact_share", 0.0))
+    planted = planted_pools(data_cfg.get("facts")) if share > 0 else None
     rows = []
     for i in range(int(data_cfg.sft_num_examples)):
         rng = random.Random(f"{seed}:{i}")  # per-row stream: row i is the same for any count
         answerable = rng.random() >= float(data_cfg.sft_unanswerable_fraction)
         doc = rng.randrange(len(docs))
-        row = make_example(rng, docs[doc], lo, hi, answerable)
+        # drawn only when on: with no share the rows are those of the set before the setting
+        pools = planted if planted and rng.random() < share else (TEMPLATES, NAMES)
+        row = make_example(rng, docs[doc], lo, hi, answerable, *pools)
         rows.append({"id": f"gen{seed}-{i:06d}", "title": titles[doc], **row})
     return datasets.Dataset.from_list(rows, features=squad_features())
