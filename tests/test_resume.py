@@ -93,3 +93,37 @@ def test_killed_training_node_resumes_to_identical_weights(
     steps, runs = loss_steps(killed)
     assert runs == 1  # the resumed node continued its MLflow run
     assert steps == sorted(set(steps)) == loss_steps(straight)[0]  # no duplicates, no gaps
+
+
+def test_training_stopped_by_sigterm_exits_143_and_resumes(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    """SIGTERM while training: one line, status 143 (not 0: Lightning's stop is a SystemExit
+    without a status), no weights, the MLflow run KILLED; the same command goes on."""
+    out, go = tmp_path / "out", tmp_path / "go"
+    command = [sys.executable, "-m", "ssmax.train", "preset=smoke", f"paths.output_dir={out}",
+               f"paths.cache_dir={shared_cache}", "trainer.pretrain.max_steps=30",
+               "trainer.checkpoint_every_n_steps=10"]  # fmt: skip
+    hold = f"trainer.callbacks=[{{_target_: ssmax.lit.hold.HoldAtStep, step: 12, release: '{go}'}}]"
+    log = tmp_path / "train.log"
+    with open(log, "w") as handle:
+        proc = subprocess.Popen([*command, hold], stdout=handle, stderr=subprocess.STDOUT)
+    folder = out / "runs" / "a_softmax-pretrain-seed0"
+    deadline = time.monotonic() + 300
+    while not held_marker(folder, 12).exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    go.touch()
+    assert proc.wait(timeout=300) == 128 + signal.SIGTERM, log.read_text()[-2000:]
+    said = [line for line in log.read_text().splitlines() if "stopped by SIGTERM" in line]
+    assert len(said) == 1 and "last.ckpt" in said[0], log.read_text()[-2000:]
+    assert not (folder / "model.pt").exists() and (folder / "checkpoints" / "last.ckpt").exists()
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("ssmax-repro").experiment_id])
+    assert run.info.status == "KILLED"
+
+    again = subprocess.run(command, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert (folder / "model.pt").exists()
+    assert client.get_run(run.info.run_id).info.status == "FINISHED"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.compiling import compile_enabled
@@ -184,6 +186,11 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
             fit_metrics = dict(trainer.callback_metrics)  # validate() below replaces them
         # The final model's validation loss, for every run ((e) has no training at all).
         trainer.validate(lit, datamodule=datamodule, verbose=False)
+    except SIGTERMException:  # Lightning's: a SystemExit without a status, i.e. exit 0
+        where = f"its last checkpoint ({last})" if last.exists() else "the start"
+        print(f"stopped by SIGTERM at step {trainer.global_step}; the same command goes on from "
+              f"{where}", file=sys.stderr, flush=True)  # fmt: skip
+        raise SystemExit(128 + signal.SIGTERM) from None
     except Exception:
         if logger:
             logger.finalize("failed")

@@ -22,6 +22,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ssmax.io import atomic_torch_save, atomic_write_json
 
@@ -80,10 +81,15 @@ def active_deferral() -> DeferredSignal | None:
 
 def end_status(status: str) -> str:
     """The status a logger ends its run with. Lightning finalizes with "failed" on any
-    exception, the requeue's exit included: a requeued run is KILLED (it goes on in the next
-    job), not FAILED."""
+    exception, the requeue's exit and a stop by SIGTERM included: those runs are KILLED (the
+    next job, or the same command, goes on from their checkpoint), not FAILED. Lightning
+    finalizes inside its handler of the exception, which sys.exc_info() names."""
+    if status != "failed":
+        return status
     deferred = active_deferral()
-    if status == "failed" and deferred is not None and deferred.requeued:
+    if deferred is not None and deferred.requeued:
+        return "KILLED"
+    if isinstance(sys.exc_info()[1], SIGTERMException):
         return "KILLED"
     return status
 
