@@ -142,6 +142,7 @@ def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 # A tracking URI with no MLflow behind it: what the one line says
 NO_MLFLOW = {
     "nothing listens": ["is unreachable (connection refused)", "make mlflow-server"],
+    "nothing listens, the scheme in capitals": ["is unreachable (connection refused)"],
     "a web server, not MLflow": ["answers but not as an MLflow tracking server does",
                                  "HTTP 404, text/html", "make mlflow-server"],
     "a scheme MLflow does not keep runs at": ["MLflow keeps no runs at ftp:// URIs",
@@ -151,8 +152,9 @@ NO_SCHEME = "a scheme MLflow does not keep runs at"
 
 
 def no_mlflow_uri(kind: str, request: pytest.FixtureRequest) -> str:
-    if kind == "nothing listens":
-        return f"http://127.0.0.1:{free_port()}"
+    if kind.startswith("nothing listens"):  # MLflow reads the scheme in any case, as URLs go
+        scheme = "HTTP" if "capitals" in kind else "http"
+        return f"{scheme}://127.0.0.1:{free_port()}"
     if kind == "a web server, not MLflow":
         return request.getfixturevalue("web_server")
     return "ftp://127.0.0.1/runs"

@@ -37,8 +37,9 @@ def tracking_uri(cfg: DictConfig) -> str:
 
 
 def is_server(uri: str) -> bool:
-    """A tracking server (http/https), as opposed to a store this process opens itself."""
-    return uri.startswith(("http://", "https://"))
+    """A tracking server (http/https, in any case, as MLflow reads a scheme), as opposed to a
+    store this process opens itself."""
+    return uri.partition("://")[0].lower() in ("http", "https")
 
 
 def artifact_location(cfg: DictConfig) -> str | None:
