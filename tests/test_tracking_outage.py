@@ -349,3 +349,44 @@ def test_a_spool_line_cut_by_a_kill_is_dropped_whole(tmp_path: Path) -> None:
     spool.append_quietly({"run_id": "r", "metrics": [["a", 2.0, 6, 2]]})
     spool.handle.close()
     assert [json.loads(line)["metrics"][0][3] for line in path.read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.slow
+def test_local_worker_stopped_while_the_server_is_away_says_what_it_kept(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    """The same stop in a node of the local executor: its worker is a fork, which leaves by
+    os._exit and skips atexit; the worker ends its spool itself, and the pipeline's own output
+    relays the line (the node's log holds it too)."""
+    port, go, log = free_port(), tmp_path / "go", tmp_path / "pipeline.log"
+    srv, out = server(tmp_path / "server", port), tmp_path / "out"
+    hold = f"trainer.callbacks=[{{_target_: ssmax.lit.hold.HoldAtStep, step: 10, release: '{go}'}}]"
+    command = [sys.executable, "-m", "ssmax.pipeline", "run", "preset=smoke", "executor=local",
+               "pipeline.variants=[a_softmax]", "pipeline.targets=[pretrain]",
+               f"paths.output_dir={out}", f"paths.cache_dir={shared_cache}",
+               f"tracking.tracking_uri={srv.url}", "trainer.pretrain.max_steps=30",
+               hold]  # fmt: skip
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = os.environ | QUICK_RETRIES | {"PYTHONPATH": path}
+    with open(log, "w") as handle:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                                   env=env)  # fmt: skip
+    nodes = out / "pipeline" / "nodes" / "pretrain" / "a_softmax" / "seed0"
+    try:
+        deadline = time.monotonic() + 300
+        while not list(nodes.glob(f"*/{held_marker('', 10)}")):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        lines = log.read_text().splitlines()
+        started = "run     pretrain/a_softmax/seed0 (pid "
+        (pid,) = [int(line.split("(pid ")[1].rstrip(")")) for line in lines if started in line]
+        stop_ui(srv)
+        os.kill(pid, signal.SIGTERM)  # the node's worker: noted while held, stops after step 10
+        go.touch()
+        assert process.wait(END_S) != 0  # the node did not finish
+        said = [line for line in log.read_text().splitlines() if "unreachable" in line]
+        assert len(said) == 1 and said[0].startswith("kept    pretrain/a_softmax/seed0: ")
+        assert SPOOL_FILE in said[0] and "connection refused" in said[0], log.read_text()[-3000:]
+    finally:
+        process.kill()
+        stop_ui(srv)

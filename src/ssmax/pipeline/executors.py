@@ -113,6 +113,8 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
                     log(f"done    {name} ({detail['wall_s']:.1f} s)")
                 else:
                     log(f"FAILED  {name}: {detail} (log: {worker.log_path})")
+                for line in worker.kept_lines():
+                    log(f"kept    {name}: {line}")
     finally:  # interrupted: no orphan keeps training
         for worker in running.values():
             worker.process.kill()
@@ -142,6 +144,13 @@ class _Worker:
         self.start = time.monotonic()
         self.process.start()
         child.close()
+
+    def kept_lines(self) -> list[str]:
+        """The node's line on MLflow records kept for a server that was away, from its log."""
+        from ssmax.tracking.spool import KEPT
+
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return [line for line in text.splitlines() if KEPT in line]
 
     def poll(self, timeout_s: float) -> tuple[str | None, Any]:
         """(None, None) while running; else (done, record) or (failed, reason)."""
@@ -174,6 +183,9 @@ def _work(job: NodeJob, log_path: str, conn: Any) -> None:
     else:
         conn.send(("done", record))
     finally:
+        from ssmax.tracking.spool import end_open_spools
+
+        end_open_spools()  # its line on what stays for later: the fork's exit skips atexit
         sys.stdout.flush()
         sys.stderr.flush()
         conn.close()

@@ -33,6 +33,7 @@ import math
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ RETRY_EVERY_S = 2.0  # between attempts while the server is away
 DRAIN_WAIT_S = 10.0  # at the end of a run: how long to wait for the server before leaving
 STOP_WAIT_S = 2.0  # a process that ends without closing its spool (a stop: SIGTERM, Ctrl-C)
 MAX_BATCH = 1000  # metrics per log-batch request (MLflow's limit)
+KEPT = "MLflow records kept in"  # the words of the line that says what stays for later
+_OPEN: weakref.WeakSet[Spool] = weakref.WeakSet()  # the process's spools not closed yet
 
 
 class Spool:
@@ -69,6 +72,7 @@ class Spool:
         self._thread: threading.Thread | None = None
         self.closed = self.given_up = False
         atexit.register(self._at_exit)
+        _OPEN.add(self)
 
     def start(self) -> None:
         """Deliver from a thread from now on (what an earlier run left first)."""
@@ -104,6 +108,7 @@ class Spool:
     def close(self) -> None:
         """Stop delivering, release the file; remove it (and its count) when all was delivered."""
         atexit.unregister(self._at_exit)
+        _OPEN.discard(self)
         with self._wake:
             self.closed = True
             self._wake.notify_all()
@@ -168,9 +173,16 @@ class Spool:
         return True
 
 
+def end_open_spools() -> None:
+    """What the process's exit would do for every spool still open: a process that leaves by
+    os._exit (a forked pipeline worker, as multiprocessing ends its children) skips atexit."""
+    for spool in list(_OPEN):
+        spool._at_exit()
+
+
 def pending_line(spool: Spool, uri: str) -> str:
     return (f"tracking server {uri} unreachable ({spool.error or 'no answer'}): "
-            f"{len(spool.pending)} MLflow records kept in {spool.path}; the next run of that "
+            f"{len(spool.pending)} {KEPT} {spool.path}; the next run of that "
             "folder, `python -m ssmax.pipeline run` or `python -m ssmax.report` delivers "
             "them")  # fmt: skip
 
