@@ -406,6 +406,29 @@ def test_smoke_pipeline_exports_every_variant(smoke_pipeline: list[str]) -> None
             assert rel < RTOL, (name, rel)
     report = next(j for j in jobs if j.stage == "report").done["outputs"]
     assert "models:/ssmax-b_ssmax/" in Path(report["report_md"]).read_text()
+    assert "= @smoke-sft-seed0" in Path(report["report_md"]).read_text()
+
+
+@pytest.mark.slow
+def test_registered_versions_carry_their_stage_as_alias(smoke_pipeline: list[str]) -> None:
+    """models:/ssmax-<variant>@<stage> and @<preset>-<stage>-seed<seed> name the version the
+    export registered for that node."""
+    from mlflow import MlflowClient
+
+    from ssmax.pipeline.run import plan
+    from ssmax.tracking import tracking_uri
+
+    cfg, jobs = plan(smoke_pipeline)
+    client = MlflowClient(tracking_uri(cfg))
+    checked = 0
+    for job in (j for j in jobs if j.stage == "export"):
+        for stage, found in job.done["outputs"]["registered"].items():
+            for alias in (stage, f"smoke-{stage}-seed{job.seed}"):
+                named = client.get_model_version_by_alias(found["name"], alias)
+                assert int(named.version) == found["version"], (alias, found)
+                checked += 1
+            assert found["aliases"] == [stage, f"smoke-{stage}-seed{job.seed}"]
+    assert checked >= 2 * len(cfg.pipeline.variants)
 
 
 @pytest.mark.slow

@@ -27,7 +27,9 @@ def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
             found = outputs.get("registered", {}).get(source)
             version = "- (tracking off)"
             if found:
-                version = f"{found['uri']} (#/models/{found['name']}/versions/{found['version']})"
+                named = "".join(f" = @{a}" for a in found.get("aliases", [])[1:])
+                version = (f"{found['uri']}{named} "
+                           f"(#/models/{found['name']}/versions/{found['version']})")  # fmt: skip
             out.append([variant, seed.removeprefix("seed"), source, folder, version])
     return out
 

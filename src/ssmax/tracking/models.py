@@ -3,8 +3,10 @@ model (the transformers flavour: config, weights, tokenizer, an input example an
 signature it gives) in the run that trained it, and registered as a version of
 ssmax-<variant>, tagged with preset, seed, stage and the node's fingerprint.
 
-Load one back: mlflow.pyfunc.load_model("models:/ssmax-b_ssmax/1").predict(["prompt"]) (the
-exported generation config: greedy, never EOS), or mlflow.transformers.load_model(...).
+Each version has the aliases of its stage (@sft: the newest) and of its preset, stage and seed
+(@tiny-sft-seed0). Load one back: mlflow.pyfunc.load_model("models:/ssmax-b_ssmax@sft")
+.predict(["prompt"]) (the exported generation config: greedy, never EOS), or
+mlflow.transformers.load_model(...).
 """
 
 from __future__ import annotations
@@ -67,4 +69,15 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
             raise
     tags = {k: str(v) for k, v in tags.items()}
     found = client.create_model_version(name, f"runs:/{run_id}/{ARTIFACT}", run_id, tags=tags)
-    return {"name": name, "version": int(found.version), "uri": f"models:/{name}/{found.version}"}
+    names = aliases(tags)
+    for alias in names:  # an alias names one version: the newest registered under it
+        client.set_registered_model_alias(name, alias, found.version)
+    return {"name": name, "version": int(found.version), "uri": f"models:/{name}/{found.version}",
+            "aliases": names}  # fmt: skip
+
+
+def aliases(tags: dict[str, str]) -> list[str]:
+    """The version's aliases: its stage (models:/ssmax-b_ssmax@sft, the newest SFT model of
+    the variant) and its preset, stage and seed (@tiny-sft-seed0: that run's)."""
+    stage = tags["stage"]
+    return [stage, f"{tags['preset']}-{stage}-seed{tags['seed']}"]
