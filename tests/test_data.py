@@ -216,6 +216,23 @@ def test_generated_squad_in_the_planted_language(cache: Path, share: float) -> N
     assert (asked == 0) if share == 0 else (asked == 200 if share == 1 else 60 < asked < 140)
 
 
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_generated_squad_numbers_after_a_colon(cache: Path, share: float) -> None:
+    """data.sft_colon_share: that share of the facts writes its number after a colon (as the
+    needle does: "is: 8106422"); the answer span stays the number."""
+    facts = OmegaConf.structured(FactsConfig)
+    cfg = data_cfg(cache, sft_num_examples=120, sft_colon_share=share, sft_fact_share=0.5,
+                   facts=facts)  # fmt: skip
+    numbers = 0
+    for ex in generate_squad(cfg):
+        for start, text in zip(ex["answers"]["answer_start"], ex["answers"]["text"], strict=True):
+            assert ex["context"][start:].startswith(text)
+            if text.isdigit():
+                numbers += 1
+                assert (ex["context"][start - 2 : start] == ": ") == (share == 1.0), ex
+    assert numbers > 40
+
+
 def test_planted_sft_share_needs_templates(cache: Path) -> None:
     facts = OmegaConf.merge(OmegaConf.structured(FactsConfig), {"templates": []})
     cfg = data_cfg(cache, sft_num_examples=5, sft_fact_share=0.5, facts=facts)

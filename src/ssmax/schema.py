@@ -148,6 +148,7 @@ class DataConfig:
     sft_context_words_max: int = rule(70, gt=0)  # ... at most
     sft_seed: int = rule(0, ge=0, le=MAX_SEED)  # the generated set's seed
     sft_fact_share: float = rule(0.0, ge=0.0, le=1.0)  # generated: items in data.facts' language
+    sft_colon_share: float = rule(0.0, ge=0.0, le=1.0)  # generated: numbers after a colon
     sft_prompt: str = "{context}\n\nQuestion: {question}\nAnswer:"  # then " {answer}" + EOS
     max_eval_sequences: int | None = None  # cap on validation sequences (null: the whole split)
     num_workers: int = rule(0, ge=0)  # DataLoader workers

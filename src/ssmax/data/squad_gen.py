@@ -111,9 +111,13 @@ def planted_pools(facts_cfg) -> tuple[list[tuple[str, str, str]], list[str]]:  #
 def make_example(
     rng: random.Random, sents: list[str], lo: int, hi: int, answerable: bool,
     templates: list[tuple[str, str, str]] = TEMPLATES, names: list[str] = NAMES,
+    colon: bool = False,
 ):  # fmt: skip
-    """One SQuAD-format row (without id/title)."""
+    """One SQuAD-format row (without id/title); colon: a number is written after a colon
+    ("... is: 48213."), as labels and ledgers write them (data.sft_colon_share)."""
     fact, question, field = rng.choice(templates)
+    if colon and field == "num":
+        fact = fact.replace(" {num}", ": {num}")
     vals = _values(rng, names)
     facts = [fact.format(**vals)]
     if rng.random() < 0.5:  # a distractor: the same kind of fact about someone else
@@ -149,6 +153,7 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
     titles = [f"{b} ch. {c}" for b, c in zip(train["book"], train["chapter"], strict=True)]
     lo, hi = int(data_cfg.sft_context_words_min), int(data_cfg.sft_context_words_max)
     share = float(data_cfg.get("sft_fact_share", 0.0))
+    colons = float(data_cfg.get("sft_colon_share", 0.0))
     planted = planted_pools(data_cfg.get("facts")) if share > 0 else None
     rows = []
     for i in range(int(data_cfg.sft_num_examples)):
@@ -157,6 +162,7 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
         doc = rng.randrange(len(docs))
         # drawn only when on: with no share the rows are those of the set before the setting
         pools = planted if planted and rng.random() < share else (TEMPLATES, NAMES)
-        row = make_example(rng, docs[doc], lo, hi, answerable, *pools)
+        colon = colons > 0 and rng.random() < colons
+        row = make_example(rng, docs[doc], lo, hi, answerable, *pools, colon=colon)
         rows.append({"id": f"gen{seed}-{i:06d}", "title": titles[doc], **row})
     return datasets.Dataset.from_list(rows, features=squad_features())
