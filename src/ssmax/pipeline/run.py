@@ -171,7 +171,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     the done-marker. The others return the record without writing it."""
     from ssmax.ranks import global_rank
     from ssmax.stages.common import StageContext
-    from ssmax.tracking import child_run, finish_run
+    from ssmax.tracking import child_run, finish_run, git_commit
+    from ssmax.tracking.manifest import node_tags
 
     cfg = OmegaConf.create(job.cfg_yaml)
     isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
@@ -219,6 +220,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         "node": job.name, "fingerprint": job.fingerprint, "outputs": outputs,
         "run_id": run_id, "wall_s": round(time.perf_counter() - start, 3),
         "flops": job.flops,  # with wall_s: what later seeds cost here (plan)
+        # what made it: its code, packages (plan names nodes of another set), machine
+        "git_commit": git_commit(), **node_tags(),
     }  # fmt: skip
     if rank0:
         write_done(directory, record)
@@ -292,6 +295,19 @@ def abort_open_runs(status: str = "FAILED") -> None:
         OPEN_RUNS.pop().abort(status)
 
 
+def made_by(record: dict[str, Any]) -> dict[str, str]:
+    """The tags of a cached node's run that say what made it, from its done record (the
+    commit, packages, machine and SLURM job of the run that did), not from this process; none
+    for a record from before they were kept."""
+    from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS
+
+    tags = {k: str(record[k]) for k in (*NODE_KEYS, *SLURM_KEYS) if record.get(k)}
+    if record.get("git_commit"):
+        commit = str(record["git_commit"])
+        tags |= {"git_commit": commit, "mlflow.source.git.commit": commit}
+    return tags
+
+
 def close_pipeline_run(
     cfg: DictConfig, parent_run_id: str, jobs: list[NodeJob], states: dict[str, str]
 ) -> None:
@@ -304,7 +320,8 @@ def close_pipeline_run(
             continue
         record = job.done
         tags = _tags(job) | {"cached": "true", "source_run_id": str(record.get("run_id"))}
-        run_id = child_run(cfg, job.name, parent_run_id, tags, log_params=False)
+        run_id = child_run(cfg, job.name, parent_run_id, tags | made_by(record),
+                           log_params=False, here=False)  # fmt: skip
         finish_run(cfg, run_id, "FINISHED")
     report = next((j for j in jobs if j.variant is None), None)
     if report is not None and states.get(report.name) in ("cached", "done"):

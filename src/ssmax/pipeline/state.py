@@ -2,8 +2,9 @@
 
     <output_dir>/pipeline/nodes/<stage>/<variant>/seed<k>/<fingerprint[:16]>/
         config.yaml   the node's resolved config
-        done.json     {"fingerprint", "outputs", "run_id", "wall_s", "flops"}: written
-                      atomically, last
+        done.json     {"fingerprint", "outputs", "run_id", "wall_s", "flops", and what made
+                      it: "git_commit", "packages_sha", "host", "cpu", "gpus", "slurm_job_id"
+                      (in a SLURM job; ssmax.tracking.manifest)}: written atomically, last
 
     <output_dir>/pipeline/mlflow_run.json
                   {"run_id", "run_name", "tracking_uri"}: the MLflow run of the invocation

@@ -1,5 +1,6 @@
 """MLflow tracking: a sqlite store in the output folder (created under a lock), params from
-the resolved config, the data each training run reads as its dataset inputs (datasets.py)."""
+the resolved config, the data each training run reads as its dataset inputs (datasets.py),
+what each run ran on (its commit here; packages, machine, the work tree's diff: manifest.py)."""
 
 from __future__ import annotations
 
@@ -146,14 +147,21 @@ def source_tags() -> dict[str, str]:
     return {"git_commit": commit, "mlflow.source.git.commit": commit, "mlflow.source.type": "LOCAL"}
 
 
-def run_tags(cfg: DictConfig) -> dict[str, str]:
-    return {
+def run_tags(cfg: DictConfig, here: bool = True) -> dict[str, str]:
+    """A run's tags: its variant, preset, objective, seed and commit; and, for a run that runs
+    in this process (here), the machine and packages it runs on (manifest.node_tags)."""
+    tags = {
         "variant": str(cfg.variant.name),
         "preset": str(cfg.preset.name),
         "objective": str(cfg.objective),
         "seed": str(cfg.seed),
         **source_tags(),
     }
+    if here:
+        from ssmax.tracking.manifest import node_tags
+
+        tags |= node_tags()
+    return tags
 
 
 def log_config(client: Any, run_id: str, cfg: DictConfig) -> None:
@@ -173,12 +181,16 @@ def _client(cfg: DictConfig) -> Any:
 
 
 def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> str:
-    """The parent run of one pipeline invocation; its config is logged as for any run."""
+    """The parent run of one pipeline invocation; its config is logged as for any run, and
+    the manifest of what runs it (ssmax.tracking.manifest)."""
+    from ssmax.tracking.manifest import log_manifest
+
     experiment = ensure_experiment(cfg)
     client = _client(cfg)
     tags = source_tags() | tags
     run = client.create_run(experiment, run_name=name, tags=tags)
     log_config(client, run.info.run_id, cfg)
+    log_manifest(client, run.info.run_id)
     return run.info.run_id
 
 
@@ -188,17 +200,22 @@ def child_run(
     parent_run_id: str | None,
     tags: dict[str, str],
     log_params: bool = True,
+    here: bool = True,
 ) -> str:
     """A run under the pipeline's run for a node that does not train (training nodes get
-    theirs from the Lightning logger, with the same parent)."""
+    theirs from the Lightning logger, with the same parent). Its resolved config is an
+    artifact (config.yaml) whether or not its params are logged; here=False: a node that ran
+    elsewhere (cached), whose machine and packages come in tags, not from this process."""
     experiment = ensure_experiment(cfg)
     client = _client(cfg)
-    tags = run_tags(cfg) | dict(tags)  # the node's own tags win
+    tags = run_tags(cfg, here) | dict(tags)  # the node's own tags win
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
     run = client.create_run(experiment, run_name=name, tags=tags)
     if log_params:
         log_config(client, run.info.run_id, cfg)
+    else:
+        client.log_text(run.info.run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
     return run.info.run_id
 
 
