@@ -22,14 +22,37 @@ from ssmax.pipeline.lock import BUSY, Busy, pipeline_lock
 
 
 def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
+    records = {job.name: job.done for job in jobs}
     for job in jobs:
-        if job.done is not None:
+        if records[job.name] is not None:
             state = "cached"
         else:  # a folder without a done-marker: started, resumes from its checkpoint
             state = "partial" if Path(job.dir).exists() else "to-run"
         print(f"{state:<7} {job.name:<42} {job.fingerprint[:12]}  {job.dir}")
-    todo = sum(job.done is None for job in jobs)
+    todo = sum(record is None for record in records.values())
     print(f"{len(jobs)} nodes: {len(jobs) - todo} cached, {todo} to run")
+    line = other_packages_line([r for r in records.values() if r is not None])
+    if line:
+        print(line)
+
+
+def other_packages_line(records: list[dict]) -> str:
+    """One line when finished nodes ran with another package set than this environment's
+    (their done records' packages_sha); "" when none did, or none recorded one. Their results
+    are reused all the same: fingerprints hold the code and settings, not the packages."""
+    recorded = [str(r["packages_sha"]) for r in records if r.get("packages_sha")]
+    if not recorded:
+        return ""
+    from ssmax.tracking.manifest import packages_sha
+
+    current = packages_sha()
+    other = sorted(sha for sha in recorded if sha != current)
+    if not other:
+        return ""
+    shas = ", ".join(f"{sha} ({other.count(sha)})" for sha in sorted(set(other)))
+    return (f"packages: {len(other)} cached nodes ran with another package set than this "
+            f"environment's ({current}): packages_sha {shas}; reused all the same "
+            "(fingerprints do not hold packages)")  # fmt: skip
 
 
 def run(overrides: list[str], wait: bool = False) -> int:
