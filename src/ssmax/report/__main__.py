@@ -3,7 +3,8 @@
 Rebuild the report of a pipeline run without running anything: the run (default: the one last
 started on DIR, which DIR/pipeline/mlflow_run.json names; a server holds other folders' runs
 too) names its child runs; each child's node and fingerprint tags locate that node's folder
-and done record on disk, whose outputs are the report's inputs.
+and done record on disk, whose outputs are the report's inputs. The runs' manifest tags
+(ssmax.tracking.manifest) make the report's Manifest section.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah", "export")
+MADE_BY = ("git_commit", "packages_sha", "host", "cpu", "gpus")  # what a node's run says made it
 
 
 def pipeline_run(client: Any, output_dir: Path, uri: str, run_id: str | None = None) -> Any:
@@ -64,8 +67,11 @@ def node_outputs(output_dir: Path, tags: dict[str, str]) -> tuple[Path, dict] | 
     return None if record is None else (folder, record)
 
 
-def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict, Path, Any]:
-    """(report inputs {node: outputs}, the folder of a config to read settings from, run)."""
+def collect(
+    output_dir: Path, uri: str, run_id: str | None = None
+) -> tuple[dict, Path, Any, dict[str, dict[str, str]]]:
+    """(report inputs {node: outputs}, the folder of a config to read settings from, run,
+    {node: what made it (MADE_BY, from its run's tags, else its done record)})."""
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
@@ -74,12 +80,14 @@ def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
         max_results=5000,
     )  # fmt: skip
-    inputs, config_dir = {}, None
+    inputs, config_dir, made = {}, None, {}
     for child in children:
         found = node_outputs(output_dir, child.data.tags)
         if found is None:
             continue
         folder, record = found
+        made[record["node"]] = {k: str(child.data.tags.get(k) or record.get(k) or "unknown")
+                                for k in MADE_BY}  # fmt: skip
         stage = record["node"].split("/")[0]
         if stage in REPORT_INPUTS:
             inputs[record["node"]] = record["outputs"]
@@ -87,7 +95,47 @@ def collect(output_dir: Path, uri: str, run_id: str | None = None) -> tuple[dict
             config_dir = folder
     if config_dir is None:
         raise LookupError(f"run {parent.info.run_id}: no child run with a finished node on disk")
-    return inputs, config_dir, parent
+    return inputs, config_dir, parent, made
+
+
+def _counted(values: list[str]) -> str:
+    """'x (3 nodes), y (1 node)': the most frequent first."""
+    counts = Counter(values).most_common()
+    return ", ".join(f"{v} ({n} node{'s' * (n != 1)})" for v, n in counts)
+
+
+def manifest_lines(parent: dict[str, str], made: dict[str, dict[str, str]]) -> list[str]:
+    """The report's Manifest section from the pipeline run's tags and its nodes' (collect):
+    the commit and whether the work tree was dirty, the environment, the hosts, CPUs and GPUs
+    the nodes ran on, and a warning where they ran on different code or package sets."""
+    commit, dirty = parent.get("git_commit", "unknown"), parent.get("dirty", "unknown")
+    tree = {"true": "dirty (its uncommitted changes: the pipeline run's manifest/git.diff)",
+            "false": "clean"}.get(dirty, "unknown")  # fmt: skip
+    lines = [f"commit: {commit}; work tree: {tree}"]
+    if dirty == "true":
+        lines.append(
+            "Warning: the pipeline ran from a work tree with uncommitted changes: the commit "
+            "alone does not make this run again (apply its manifest/git.diff)"
+        )
+    keys = ("python", "torch", "cuda", "cudnn", "nccl")
+    stack = ", ".join(f"{k} {parent[k]}" for k in keys if k in parent)
+    if stack:
+        sha = parent.get("packages_sha", "unknown")
+        lines.append(f"pipeline's environment: {stack}; packages_sha {sha} (its list: the "
+                     "pipeline run's manifest/packages.txt)")  # fmt: skip
+    nodes = list(made.values())
+    commits = [n["git_commit"] for n in nodes]
+    if set(commits) - {commit, "unknown"}:
+        lines.append(f"nodes' commits: {_counted(commits)}")
+    for key, label in (("host", "hosts"), ("cpu", "CPUs"), ("gpus", "GPUs")):
+        lines.append(f"{label}: {_counted([n[key] for n in nodes])}")
+    shas = [n["packages_sha"] for n in nodes]
+    lines.append(f"packages_sha of the nodes: {_counted(shas)}")
+    known = set(shas) - {"unknown"}  # nodes from before the manifest: not another set
+    if len(known) > 1:
+        lines.append(f"Warning: the nodes ran with {len(known)} different package sets: "
+                     f"{_counted(shas)}")  # fmt: skip
+    return lines
 
 
 def seeds_of(inputs: dict[str, Any]) -> list[int]:
@@ -133,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
     deliver_pending(output_dir)  # what training runs left for a server that was away
     try:
-        inputs, config_dir, parent = collect(output_dir, uri, args.run_id)
+        inputs, config_dir, parent, made = collect(output_dir, uri, args.run_id)
     except LookupError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -148,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_from_cfg(cfg)
     settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
     settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
+    settings.manifest = manifest_lines(parent.data.tags, made)
     dest = Path(args.dest) if args.dest else output_dir / "report"
     out = build_report(inputs, settings, dest)
     print(json.dumps(out["claims"], indent=1))

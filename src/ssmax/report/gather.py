@@ -38,6 +38,9 @@ class Settings:
     details: dict[str, str] = field(default_factory=dict)  # shown as the report's settings
     variants: list[str] = field(default_factory=list)  # the pipeline's; [] = every variant
     design: Design | None = None  # the preset's design criteria (report.design)
+    # what the run ran on, a line each ("Warning: ..." stands out); `python -m ssmax.report`
+    # fills it from the MLflow runs (report.__main__.manifest_lines); [] = no such section
+    manifest: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -47,6 +47,29 @@ def _settings_rows(settings: Settings) -> list[list[str]]:
     return [[k, v] for k, v in (base | settings.details).items()]
 
 
+WARNING = "Warning: "
+
+
+def _manifest_md(lines: Sequence[str]) -> list[str]:
+    """The Manifest section: a bullet a line, warnings in bold."""
+    if not lines:
+        return []
+    bullets = [f"- **Warning:** {x.removeprefix(WARNING)}" if x.startswith(WARNING) else f"- {x}"
+               for x in lines]  # fmt: skip
+    return ["", "## Manifest", "", *bullets]
+
+
+def _manifest_html(lines: Sequence[str]) -> str:
+    if not lines:
+        return ""
+    items = "".join(
+        f"<li><b>Warning:</b> {html.escape(x.removeprefix(WARNING))}</li>"
+        if x.startswith(WARNING) else f"<li>{html.escape(x)}</li>"
+        for x in lines
+    )  # fmt: skip
+    return f"<h2>Manifest</h2><ul>{items}</ul>"
+
+
 def untested_line(untested: Sequence[Claim], variants: Sequence[str]) -> str:
     """One sentence on the claims this pipeline cannot test: which variants they need."""
     if not untested:
@@ -95,6 +118,7 @@ def markdown(
 ) -> str:  # fmt: skip
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
     lines += _md_table(["setting", "value"], _settings_rows(settings))
+    lines += _manifest_md(settings.manifest)
     lines += ["", "## Results per variant", "", *_md_table(*table)]
     if design:
         lines += ["", "## Design criteria", "", DESIGN_NOTE, "", *_md_table(DESIGN_COLUMNS, design)]
@@ -142,6 +166,7 @@ def to_html(
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
         f"<style>{STYLE}</style></head><body><h1>{title}</h1><p>{html.escape(INTRO)}</p>",
         "<h2>Settings</h2>", _html_table(["setting", "value"], _settings_rows(settings)),
+        _manifest_html(settings.manifest),
         "<h2>Results per variant</h2>", _html_table(*table),
         *(["<h2>Design criteria</h2>", f"<p>{html.escape(DESIGN_NOTE)}</p>",
            _html_table(DESIGN_COLUMNS, list(design))] if design else []),
