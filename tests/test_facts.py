@@ -148,3 +148,24 @@ def test_a_tokenizer_trained_with_the_planted_facts_writes_numbers_in_chunks(
     older = OmegaConf.create(OmegaConf.to_container(prose))  # a node config from before the key
     del older.facts["in_tokenizer"]
     assert bpe_path(older) == bpe_path(prose)
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_values_after_a_colon(setup, share: float) -> None:
+    """data.facts.colon_share: that share of facts write their value after a colon, as the
+    needle does ("is: 8106422"); the question and its answer are as before."""
+    cfg, tok, rows, _ = setup
+    facts = OmegaConf.merge(cfg.facts, {"colon_share": share})
+    planter = FactPlanter(spec_from_cfg(facts), tok)
+    planter.check_fits(len(rows[0]))
+    rng, seen = random.Random(0), 0
+    for i in range(30):
+        ids, planted = planter.plant(rows[i % len(rows)].tolist(), rng)
+        for p in planted:
+            if p.answer is None:
+                continue
+            fact_text = tok.decode(ids[p.fact_at : p.answer[0]])
+            assert (f": {p.value}" in fact_text) == (share == 1.0), fact_text
+            assert tok.decode(ids[p.answer[0] : p.answer[1]]) == " " + p.value
+            seen += 1
+    assert seen >= 30

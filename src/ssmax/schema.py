@@ -105,6 +105,7 @@ class FactsConfig:
     fraction: float = rule(0.0, ge=0.0, le=1.0)  # share of rows with facts (validation too)
     facts_per_row: int = rule(1, gt=0)  # facts in a row of the training length (distinct keys)
     questions_per_row: int = rule(1, ge=0)  # of them asked, each after its fact, answer included
+    colon_share: float = rule(0.0, ge=0.0, le=1.0)  # facts whose value follows a colon ("is: 48")
     digits: list[int] = rule([4, 8], gt=0, length=2)  # value length in digits, uniform in [lo, hi]
     templates: list[FactTemplate] = items(  # never "special", "magic", "number" (checked)
         FactTemplate("The secret code of {key} is {value}.", "What is the secret code of {key}?"),

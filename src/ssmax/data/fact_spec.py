@@ -26,6 +26,7 @@ class FactSpec:
     templates: tuple[tuple[str, str], ...] = ()  # (fact, question) with {key} and {value}
     titles: tuple[str, ...] = ()  # keys are "{title} {name}"
     names: tuple[str, ...] = ()
+    colon_share: float = FactsConfig.colon_share  # facts written "... is: 48213." (as the needle)
     keys: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
@@ -41,6 +42,7 @@ def spec_from_cfg(facts_cfg) -> FactSpec:  # noqa: ANN001 - a DictConfig or dict
         fraction=float(c["fraction"]),
         facts_per_row=int(c["facts_per_row"]),
         questions_per_row=int(c["questions_per_row"]),
+        colon_share=float(c.get("colon_share", 0.0)),  # a config written before the key: 0
         digits=tuple(int(d) for d in c["digits"]),
         templates=tuple((t["fact"], t["question"]) for t in c["templates"]),
         titles=tuple(c["titles"]),
@@ -93,6 +95,17 @@ def _words(key: str) -> list[str]:
     return parts + [" ".join(parts[i : i + 2]) for i in range(len(parts) - 1)]
 
 
+def fact_template(spec: FactSpec, fact: str, rng: random.Random) -> str:
+    """The fact as written this time: with data.facts.colon_share, its value after a colon
+    ("The secret code of X is: 48213."), as the needle writes its number. Drawn only when the
+    share is on: without it a row's facts are those of the spec before the setting."""
+    return fact_colon(fact, spec.colon_share > 0 and rng.random() < spec.colon_share)
+
+
+def fact_colon(fact: str, colon: bool) -> str:
+    return fact.replace(" {value}", ": {value}") if colon else fact
+
+
 def random_value(rng: random.Random, digits: tuple[int, int]) -> str:
     """A number of lo..hi digits, no leading zero."""
     n = rng.randint(*digits)
@@ -107,5 +120,6 @@ def fact_texts(spec: FactSpec, count: int, seed: int = 0) -> list[str]:
     for _ in range(count):
         key, (fact, question) = rng.choice(spec.keys), rng.choice(spec.templates)
         value = random_value(rng, spec.digits)
+        fact = fact_template(spec, fact, rng)
         lines.append(f"{fact.format(key=key, value=value)} {question.format(key=key)} {value}.")
     return ["\n".join(lines[i : i + 100]) for i in range(0, len(lines), 100)]
