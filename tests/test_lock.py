@@ -170,3 +170,19 @@ def test_exclusive_waits_for_the_holder_in_another_process(tmp_path: Path) -> No
         f.write("second\n")
     holder.join(60)
     assert log.read_text().splitlines() == ["holder done", "second"]
+
+
+def test_an_experiment_made_before_its_kind_gets_it(tmp_path: Path) -> None:
+    """An experiment of an older store (no mlflow.experimentKind) is given the model-training
+    kind when a run opens it; the UI's sidebar link then says so (the browser test)."""
+    from ssmax.tracking import EXPERIMENT_KIND, create_sqlite_store, ensure_experiment, tracking_uri
+    from ssmax.tracking.ui import only_experiment
+
+    cfg = make_cfg("preset=smoke", f"paths.output_dir={tmp_path}")
+    uri = tracking_uri(cfg)
+    create_sqlite_store(uri, None)
+    old = MlflowClient(uri).create_experiment(cfg.tracking.experiment)
+    assert "mlflow.experimentKind" not in MlflowClient(uri).get_experiment(old).tags
+    assert ensure_experiment(cfg) == old == only_experiment(tmp_path)
+    tags = MlflowClient(uri).get_experiment(old).tags
+    assert {k: tags[k] for k in EXPERIMENT_KIND} == EXPERIMENT_KIND

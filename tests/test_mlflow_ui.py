@@ -76,3 +76,30 @@ def test_pipeline_run_and_children_in_the_runs_list(ui) -> None:  # noqa: ANN001
             assert [n for n, count in shown.items() if count != 1] == []
         finally:
             browser.close()
+
+
+def test_the_ui_opens_on_the_training_view(ui) -> None:  # noqa: ANN001
+    """`make mlflow-ui`'s address opens the experiment's runs (model training), where the bare
+    address opens MLflow 3's GenAI view (traces, observability) in a fresh browser."""
+    from playwright.sync_api import sync_playwright
+
+    from ssmax.tracking.ui import only_experiment, training_view
+
+    cfg, server = ui
+    client, parent = first_pipeline_run(cfg)
+    exp_id = only_experiment(cfg.paths.output_dir)
+    assert exp_id == parent.info.experiment_id
+    tags = client.get_experiment(exp_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1200})
+            page.goto(training_view(server.url, exp_id))
+            page.get_by_role("link", name=parent.info.run_name, exact=True).wait_for(timeout=90_000)
+            assert "Observability" not in page.inner_text("body")
+            bare = browser.new_page(viewport={"width": 1600, "height": 1200})
+            bare.goto(f"{server.url}/#/experiments/{exp_id}")  # the control: MLflow's default
+            bare.get_by_text("Observability").first.wait_for(timeout=90_000)
+        finally:
+            browser.close()

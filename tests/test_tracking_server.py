@@ -48,7 +48,10 @@ def test_pipeline_in_process_against_a_server(
     out = tmp_path / "out"
     overrides = _pipeline(out, shared_cache, uri, "inprocess")
     assert main(["run", *overrides]) == 0
-    assert f"browse: open {uri}" in capsys.readouterr().out  # not `mlflow ui` over a sqlite
+    said = capsys.readouterr().out  # the server's UI on its training view, not `mlflow ui`
+    exp = MlflowClient(uri).get_experiment_by_name("inprocess")
+    assert f"browse: open {uri}/#/experiments/{exp.experiment_id}/runs?workflowType=" in said
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     nodes = {job.name for job in plan(overrides)[1]}
     assert_all_on_server(uri, artifacts, out, "inprocess", nodes)
     assert not (out / "mlflow.db").exists()  # no store of its own either

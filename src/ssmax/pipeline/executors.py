@@ -197,7 +197,8 @@ EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
 def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log) -> int:
     """Run the planned jobs with cfg.executor.kind's executor under one MLflow parent run; the
     exit status: 0, or 1 when a node failed or was blocked."""
-    from ssmax.tracking import is_server, tracking_uri
+    from ssmax.tracking import ensure_experiment, is_server, tracking_uri
+    from ssmax.tracking.ui import training_view
 
     start = time.perf_counter()
     for job, cost in zip(jobs, plan_costs(cfg, jobs), strict=True):
@@ -217,5 +218,6 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     if report is not None and states.get(report.name) in FINISHED:
         log(f"report: {report.done['outputs']['report_md']}")
     uri = tracking_uri(cfg)
-    log(f"browse: open {uri}" if is_server(uri) else f"browse: mlflow ui --backend-store-uri {uri}")
+    log(f"browse: open {training_view(uri, ensure_experiment(cfg))}" if is_server(uri)
+        else f"browse: make mlflow-ui OUTPUT_DIR={cfg.paths.output_dir}")  # fmt: skip
     return 1 if counts["failed"] or counts["blocked"] else 0

@@ -87,6 +87,11 @@ def create_sqlite_store(uri: str, artifact_root: str | None) -> None:
         SqlAlchemyStore(f"sqlite:///{tmp}", artifact_root or db.parent.as_uri()).engine.dispose()
 
 
+# MLflow 3's UI shows an experiment of this kind as model training (runs, metrics, charts), not
+# as GenAI development (traces, evaluations, an assistant panel), which it guesses otherwise.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 def ensure_experiment(cfg: DictConfig) -> str:
     """Id of the configured experiment, created with artifact_location(cfg); the store and the
     experiment are created under store_lock (every path to a new store comes here). On a
@@ -100,14 +105,19 @@ def ensure_experiment(cfg: DictConfig) -> str:
         create_sqlite_store(uri, artifact_location(cfg))
         client = MlflowClient(uri)
         experiment = client.get_experiment_by_name(cfg.tracking.experiment)
-        if experiment is not None:
-            return experiment.experiment_id
-        try:
-            return client.create_experiment(cfg.tracking.experiment, artifact_location(cfg))
-        except MlflowException as err:
-            if err.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise
-        return client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
+        if experiment is None:
+            try:
+                return client.create_experiment(
+                    cfg.tracking.experiment, artifact_location(cfg), tags=EXPERIMENT_KIND
+                )
+            except MlflowException as err:
+                if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+            experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+        for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag
+            if experiment.tags.get(key) != value:
+                client.set_experiment_tag(experiment.experiment_id, key, value)
+        return experiment.experiment_id
 
 
 def flat_params(cfg: DictConfig) -> dict[str, str]:

@@ -19,7 +19,13 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ssmax.tracking import default_store, sqlite_file
-from ssmax.tracking.ui import free_port, port_in_use, serve_until_stopped, start_ui
+from ssmax.tracking.ui import (
+    free_port,
+    port_in_use,
+    serve_until_stopped,
+    start_ui,
+    training_view,
+)
 
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 
@@ -109,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             artifacts_destination=destination, allowed_hosts=hosts,
         ),
         lambda server: (
-            f"MLflow tracking server: {uri}  (store: {args.backend_store_uri}; artifacts: "
+            f"MLflow tracking server: {uri}, its UI at {training_view(uri)}  "
+            f"(store: {args.backend_store_uri}; artifacts: "
             f"{destination}; log: {server.log}; process group {server.process.pid})\n"
             f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)"
         ),

@@ -11,6 +11,7 @@ left on the port. Job execution is off: the store needs none.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -229,6 +230,29 @@ def serve_until_stopped(start: Callable[[], UIServer], banner: Callable[[UIServe
             stop_ui(server)
 
 
+def training_view(url: str, experiment_id: str | None = None) -> str:
+    """The UI's address on its model-training view (the experiment's runs where one is named):
+    MLflow 3 opens on its GenAI view unless the address asks (workflowType) or the browser
+    chose "Model training" in the sidebar once (it keeps that choice)."""
+    page = f"experiments/{experiment_id}/runs" if experiment_id else ""
+    return f"{url}/#/{page}?workflowType=machine_learning"
+
+
+def only_experiment(output_dir: str | Path) -> str | None:
+    """The id of the store's one experiment besides MLflow's Default (None: none or several);
+    read with sqlite3, not MLflow, so that the command starts at once."""
+    import sqlite3
+
+    path = Path(output_dir) / STORE_FILE
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        try:
+            rows = db.execute("SELECT experiment_id FROM experiments WHERE name != 'Default' "
+                              "AND lifecycle_stage = 'active'").fetchall()  # fmt: skip
+        except sqlite3.Error:
+            return None
+    return str(rows[0][0]) if len(rows) == 1 else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the pipeline's paths.output_dir")
@@ -245,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return serve_until_stopped(
         lambda: start_ui(args.output_dir, args.port, args.host),
-        lambda server: f"MLflow UI: {server.url}  (log: {server.log}; Ctrl-C stops it)",
+        lambda server: (
+            f"MLflow UI: {training_view(server.url, only_experiment(args.output_dir))}  "
+            f"(log: {server.log}; Ctrl-C stops it)"
+        ),  # fmt: skip
     )
 
 
