@@ -114,3 +114,18 @@ def test_ui_leaves_no_process_and_frees_the_port(store: Path, how: str) -> None:
             with contextlib.suppress(ProcessLookupError):
                 kill(pid, signal.SIGKILL)
         parent.wait()
+
+
+def test_a_module_named_file_in_the_output_folder_is_not_imported(tmp_path: Path) -> None:
+    """The server runs in the output folder; a file there named like a module MLflow imports
+    (click.py) was imported in its place (python puts the cwd first on sys.path): the server
+    never answered. It runs with PYTHONSAFEPATH."""
+    from ssmax.tracking.ui import start_ui, stop_ui
+
+    MlflowClient(f"sqlite:///{tmp_path}/mlflow.db").search_experiments()
+    (tmp_path / "click.py").write_text("raise SystemExit('the output folder was imported')\n")
+    server = start_ui(tmp_path, timeout=DEADLINE_S)
+    try:
+        assert listening(int(server.url.rsplit(":", 1)[1]))
+    finally:
+        stop_ui(server)

@@ -72,7 +72,9 @@ def start_ui(
     port = port or free_port(host)
     log = Path(output_dir) / f"mlflow-ui-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    # PYTHONSAFEPATH: the output folder (the cwd) is not on sys.path in the server and the
+    # uvicorn it starts: a file there named like a module MLflow imports (click.py) would be
+    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PYTHONSAFEPATH": "1"}
     command = [
         sys.executable, "-m", "mlflow", "server",
         "--backend-store-uri", backend_uri or default_store(output_dir),
