@@ -127,3 +127,33 @@ def test_training_stopped_by_sigterm_exits_143_and_resumes(
     assert again.returncode == 0, again.stderr[-2000:]
     assert (folder / "model.pt").exists()
     assert client.get_run(run.info.run_id).info.status == "FINISHED"
+
+
+def test_sigterm_to_the_local_runner_stops_its_workers(tmp_path: Path, shared_cache: Path) -> None:
+    """SIGTERM to `ssmax.pipeline run` (executor=local) alone, not its process group: its
+    workers are forks of the forkserver, not its children, and trained on after it ended; now
+    it ends them on its way out, with status 143."""
+    out, log = tmp_path / "out", tmp_path / "pipeline.log"
+    with open(log, "w") as handle:
+        proc = subprocess.Popen(pipeline(out, shared_cache, HOLD, "executor=local"),
+                                stdout=handle, stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not list((out / NODE).glob(f"*/{held_marker('', 12)}")):
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+        time.sleep(0.05)
+    started = "run     pretrain/a_softmax/seed0 (pid "
+    (pid,) = [int(line.split(started)[1].rstrip(")")) for line in log.read_text().splitlines()
+              if started in line]  # fmt: skip
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM, log.read_text()[-2000:]
+    deadline = time.monotonic() + 60
+    while Path(f"/proc/{pid}").exists() and "Z" not in _state(pid):
+        assert time.monotonic() < deadline, f"worker {pid} still running after the runner ended"
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -13,7 +13,9 @@ import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -87,6 +89,7 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     remaining = downstream_flops(plan_costs(cfg, jobs))
     pending.sort(key=lambda job: -remaining[job.name])
     running: dict[str, _Worker] = {}
+    before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans
     try:
         while pending or running:
             for job in list(pending):
@@ -118,7 +121,23 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     finally:  # interrupted: no orphan keeps training
         for worker in running.values():
             worker.process.kill()
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     return states
+
+
+def _stops_as_exit() -> dict[int, Any]:
+    """SIGTERM and SIGHUP raise SystemExit(128 + signal) here, as Ctrl-C raises
+    KeyboardInterrupt: their default ends the process at once, without its finally blocks, and
+    the workers (forked by the forkserver, not by this process) trained on. The handlers that
+    were in place, to put back."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def preload(stages: set[str]) -> list[str]:
