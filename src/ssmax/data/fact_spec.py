@@ -95,15 +95,16 @@ def _words(key: str) -> list[str]:
     return parts + [" ".join(parts[i : i + 2]) for i in range(len(parts) - 1)]
 
 
-def fact_template(spec: FactSpec, fact: str, rng: random.Random) -> str:
-    """The fact as written this time: with data.facts.colon_share, its value after a colon
-    ("The secret code of X is: 48213."), as the needle writes its number. Drawn only when the
-    share is on: without it a row's facts are those of the spec before the setting."""
-    return fact_colon(fact, spec.colon_share > 0 and rng.random() < spec.colon_share)
+def drawn(rng: random.Random, share: float) -> bool:
+    """True for that share of draws. Nothing is drawn when the share is 0, so a setting left
+    at 0 keeps the stream, and every row, as before the setting existed."""
+    return share > 0 and rng.random() < share
 
 
-def fact_colon(fact: str, colon: bool) -> str:
-    return fact.replace(" {value}", ": {value}") if colon else fact
+def fact_colon(fact: str, colon: bool, field: str = "value") -> str:
+    """The template with its {field} after a colon ("... is: 48213."), as the needle writes
+    its number; as it is without colon."""
+    return fact.replace(f" {{{field}}}", f": {{{field}}}") if colon else fact
 
 
 def random_value(rng: random.Random, digits: tuple[int, int]) -> str:
@@ -120,6 +121,6 @@ def fact_texts(spec: FactSpec, count: int, seed: int = 0) -> list[str]:
     for _ in range(count):
         key, (fact, question) = rng.choice(spec.keys), rng.choice(spec.templates)
         value = random_value(rng, spec.digits)
-        fact = fact_template(spec, fact, rng)
+        fact = fact_colon(fact, drawn(rng, spec.colon_share))
         lines.append(f"{fact.format(key=key, value=value)} {question.format(key=key)} {value}.")
     return ["\n".join(lines[i : i + 100]) for i in range(0, len(lines), 100)]

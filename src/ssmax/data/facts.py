@@ -25,7 +25,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ssmax.data.fact_spec import FactSpec, check_spec, fact_colon, fact_template, random_value
+from ssmax.data.fact_spec import FactSpec, check_spec, drawn, fact_colon, random_value
 from ssmax.data.tokenizer import Tokenizer
 
 
@@ -57,12 +57,11 @@ class FactPlanter:
         """Refuse, in one line, a row length that the longest facts and questions overflow."""
         key = max(self.spec.keys, key=lambda k: len(self.tokenizer.encode(" " + k)))
         value = "9" * self.spec.digits[1]
-        colon = [True] if self.spec.colon_share else []  # a colon is one token more, or none
-        longest = max(
+        longest = max(  # with colon_share, also the form with a colon (a token more or none)
             len(self.tokenizer.encode(f" {fact_colon(fact, c).format(key=key, value=value)}"))
             + len(self.tokenizer.encode(f" {question.format(key=key)} {value}."))
             for fact, question in self.spec.templates
-            for c in [False, *colon]
+            for c in {False, self.spec.colon_share > 0}
         )
         need = longest * self.spec.facts_per_row
         if need >= length:
@@ -79,7 +78,7 @@ class FactPlanter:
         for i, key in enumerate(keys):
             fact, question = rng.choice(self.spec.templates)
             value = random_value(rng, self.spec.digits)
-            fact = fact_template(self.spec, fact, rng)
+            fact = fact_colon(fact, drawn(rng, self.spec.colon_share))
             f_ids = self.tokenizer.encode(" " + fact.format(key=key, value=value))
             q_ids, answer = None, None
             if i < n_questions:  # encoded in pieces so the answer's tokens are known

@@ -16,7 +16,7 @@ import re
 from omegaconf import DictConfig
 
 from ssmax.data.corpus import load_embedded
-from ssmax.data.fact_spec import spec_from_cfg
+from ssmax.data.fact_spec import drawn, fact_colon, spec_from_cfg
 from ssmax.data.squad_schema import squad_features
 
 NAMES = [
@@ -116,8 +116,7 @@ def make_example(
     """One SQuAD-format row (without id/title); colon: a number is written after a colon
     ("... is: 48213."), as labels and ledgers write them (data.sft_colon_share)."""
     fact, question, field = rng.choice(templates)
-    if colon and field == "num":
-        fact = fact.replace(" {num}", ": {num}")
+    fact = fact_colon(fact, colon and field == "num", "num")
     vals = _values(rng, names)
     facts = [fact.format(**vals)]
     if rng.random() < 0.5:  # a distractor: the same kind of fact about someone else
@@ -160,9 +159,7 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
         rng = random.Random(f"{seed}:{i}")  # per-row stream: row i is the same for any count
         answerable = rng.random() >= float(data_cfg.sft_unanswerable_fraction)
         doc = rng.randrange(len(docs))
-        # drawn only when on: with no share the rows are those of the set before the setting
-        pools = planted if planted and rng.random() < share else (TEMPLATES, NAMES)
-        colon = colons > 0 and rng.random() < colons
-        row = make_example(rng, docs[doc], lo, hi, answerable, *pools, colon=colon)
+        pools = planted if drawn(rng, share) else (TEMPLATES, NAMES)
+        row = make_example(rng, docs[doc], lo, hi, answerable, *pools, colon=drawn(rng, colons))
         rows.append({"id": f"gen{seed}-{i:06d}", "title": titles[doc], **row})
     return datasets.Dataset.from_list(rows, features=squad_features())

@@ -22,16 +22,15 @@ from ssmax.pipeline.lock import BUSY, Busy, pipeline_lock
 
 
 def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
-    records = {job.name: job.done for job in jobs}
     for job in jobs:
-        if records[job.name] is not None:
+        if job.done is not None:
             state = "cached"
         else:  # a folder without a done-marker: started, resumes from its checkpoint
             state = "partial" if Path(job.dir).exists() else "to-run"
         print(f"{state:<7} {job.name:<42} {job.fingerprint[:12]}  {job.dir}")
-    todo = sum(record is None for record in records.values())
+    todo = sum(job.done is None for job in jobs)
     print(f"{len(jobs)} nodes: {len(jobs) - todo} cached, {todo} to run")
-    line = other_packages_line([r for r in records.values() if r is not None])
+    line = other_packages_line([job.done for job in jobs if job.done is not None])
     if line:
         print(line)
 

@@ -174,13 +174,14 @@ def run_tags(cfg: DictConfig, here: bool = True) -> dict[str, str]:
     return tags
 
 
-def log_config(client: Any, run_id: str, cfg: DictConfig) -> None:
-    """Params (100 per batch, MLflow's limit) and the full resolved YAML as an artifact."""
+def log_config(client: Any, run_id: str, cfg: DictConfig, params: bool = True) -> None:
+    """Params (100 per batch, MLflow's limit; params=False: none) and the full resolved YAML
+    as an artifact."""
     from mlflow.entities import Param
 
-    params = [Param(k, v) for k, v in flat_params(cfg).items()]
-    for i in range(0, len(params), 100):
-        client.log_batch(run_id, params=params[i : i + 100])
+    flat = [Param(k, v) for k, v in flat_params(cfg).items()] if params else []
+    for i in range(0, len(flat), 100):
+        client.log_batch(run_id, params=flat[i : i + 100])
     client.log_text(run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
 
 
@@ -222,10 +223,7 @@ def child_run(
     if parent_run_id:
         tags["mlflow.parentRunId"] = parent_run_id
     run = client.create_run(experiment, run_name=name, tags=tags)
-    if log_params:
-        log_config(client, run.info.run_id, cfg)
-    else:
-        client.log_text(run.info.run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
+    log_config(client, run.info.run_id, cfg, params=log_params)
     return run.info.run_id
 
 
