@@ -53,6 +53,19 @@ def test_packages_are_sorted_pins_and_their_hash_is_stable() -> None:
     assert re.fullmatch(r"[0-9a-f]{12}", packages_sha()) and packages_sha() == packages_sha()
 
 
+def test_packages_are_what_is_installed_not_what_is_on_sys_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # importing setuptools puts its vendored copies on sys.path: the list and its hash must
+    # not depend on what a process imported (CI: the pipeline's list differed from the test's)
+    before = packages()
+    dist = tmp_path / "phantom_pkg-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: phantom-pkg\nVersion: 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert packages() == before and "phantom-pkg==1.0" not in packages()
+
+
 def test_slurm_job_of_a_node(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
         monkeypatch.delenv(key, raising=False)

@@ -58,11 +58,29 @@ def git_state(cwd: str | Path | None = None) -> dict[str, Any]:
     return {"commit": commit, "dirty": dirty, "diff": diff if dirty else "", "untracked": untracked}
 
 
+def site_dirs() -> list[str]:
+    """Where this interpreter installs packages. Not sys.path: importing setuptools puts its
+    vendored copies (setuptools/_vendor) on sys.path, which would list them as installed."""
+    import site
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = [paths["purelib"], paths["platlib"]]
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return list(dict.fromkeys(d for d in dirs if Path(d).is_dir()))
+
+
 def packages() -> list[str]:
-    """The installed distributions, `name==version`, sorted (one per name)."""
+    """The installed distributions, `name==version`, sorted (one per name); the same in every
+    process of one environment, whatever each imported."""
     from importlib.metadata import distributions
 
-    found = {f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}
+    found = {
+        f"{d.metadata['Name']}=={d.version}"
+        for d in distributions(path=site_dirs())
+        if d.metadata["Name"]
+    }
     return sorted(found, key=str.lower)
 
 
