@@ -84,7 +84,8 @@ def test_critical_path_is_the_longest_chain(paper: dict) -> None:
 
 
 def test_plan_prints_the_dag_and_the_cost_table(tmp_path: Path, capsys) -> None:
-    assert main(["plan", "preset=smoke", f"paths.output_dir={tmp_path}"]) == 0
+    gpu = "preset.hardware=gpu"  # the smoke preset costed as a GPU one's
+    assert main(["plan", "preset=smoke", gpu, f"paths.output_dir={tmp_path}"]) == 0
     out = capsys.readouterr().out
     assert "to-run  pretrain/a_softmax/seed0" in out and "nodes: 0 cached" in out
     # nothing measured for the smoke model: every kind says what it assumed, every row too
@@ -94,6 +95,23 @@ def test_plan_prints_the_dag_and_the_cost_table(tmp_path: Path, capsys) -> None:
     assert len(row.split()) == 10 and row.split()[4] == "assumed"  # disk is 2 words
     assert next(line for line in out.splitlines() if line.startswith("total "))
     assert "with independent nodes side by side" in out and "shards (data.shards_dir" in out
+
+
+def test_a_cpu_preset_is_costed_on_a_cpu_before_any_node_finished(tmp_path: Path, capsys) -> None:
+    # a fresh tiny folder was costed at an H100's rate: 0.03 s for a pretraining that takes
+    # minutes here. A CPU preset's nodes take cost.cpu_flops and no GPU-hours.
+    args = ["plan", "preset=tiny", f"paths.output_dir={tmp_path}", "cost.cpu_flops=1e10"]
+    base, jobs = plan(args[1:])
+    costs = {c.name: c for c in plan_costs(base, jobs)}
+    pretrain = costs["pretrain/b_ssmax/seed0"]
+    assert pretrain.cpu and pretrain.gpus == 0 and pretrain.gpu_hours(H100) == 0
+    assert pretrain.wall_hours(H100) == pytest.approx(pretrain.flops / 1e10 / 3600)
+    assert pretrain.basis == "assumed" and pretrain.flops > 1e12
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "cost on a CPU" in out and "CPU nodes: assumed 10 GFLOP/s a node" in out
+    row = next(line for line in out.splitlines() if line.startswith("pretrain/b_ssmax/seed0 "))
+    assert row.split()[3:6] == ["-", "assumed", "cpu"] and "TFLOP/s" not in out
 
 
 def test_downstream_flops_orders_the_longest_remaining_path_first(paper: dict) -> None:
@@ -117,7 +135,8 @@ def test_plan_uses_the_rates_measured_on_the_named_gpu(tmp_path: Path, capsys) -
     measured.record(rates, "Test GPU X1 96GB", "smoke", "eval_loss", value=0.5, length=2000,
                     **common)  # fmt: skip
     measured.record(rates, "Test GPU X1 96GB", "smoke", "niah", value=0.01, length=256, **common)
-    args = ["preset=smoke", f"paths.output_dir={tmp_path}", f"cost.measured_file={rates}"]
+    args = ["preset=smoke", "preset.hardware=gpu", f"paths.output_dir={tmp_path}",
+            f"cost.measured_file={rates}"]  # fmt: skip
     base, jobs = plan([*args, "cost.gpu=x1"])
     costs = {c.name: c for c in plan_costs(base, jobs)}
     cfg = base  # the smoke preset's model, as (a) has it: (b)'s s adds 1e-5 to the FLOPs

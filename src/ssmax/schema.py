@@ -23,6 +23,7 @@ SCHEDULES = ("constant", "cosine")
 TOKENIZERS = ("bpe", "gpt2")
 EXECUTOR_KINDS = ("inprocess", "local", "slurm")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+HARDWARE = ("gpu", "cpu")  # where a preset is meant to run (preset.hardware)
 SDPA_FIRST = ("torch", "flash", "efficient", "math", "cudnn")  # ssmax.evals.common.sdpa_first
 PRECISIONS = ("auto", "32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seeds: 0 .. 2^32 - 1
@@ -59,6 +60,7 @@ class PresetConfig:
     # a reduced preset's cuts (printed in the report beside this run's values)
     cuts: dict[str, str] = field(default_factory=dict)  # key -> the paper's value and section
     design: DesignConfig | None = None  # null: no design criteria (the paper's own scale)
+    hardware: str = rule("gpu", choices=HARDWARE)  # where it runs: plan's cost basis (cost.*)
 
 
 @dataclass
@@ -341,6 +343,9 @@ class CostConfig:
     measured_file: str | None = None  # the measured rates (ssmax.pipeline.measured)
     peak_flops: float = rule(989.0e12, gt=0)  # NVIDIA's H100 SXM bf16 dense peak
     mfu: float = rule(0.40, gt=0, le=1)  # assumed MFU where nothing was measured
+    # the tiny preset's nodes on a 2-core Xeon, two side by side, reached 19-31 GFLOP/s
+    # (training ~30, SFT ~23, NIAH ~19; its design run, 2026-11-26, docs/tiny-scale.md)
+    cpu_flops: float = rule(2.5e10, gt=0)  # FLOP/s of a CPU preset's node before any finished
 
 
 @dataclass

@@ -49,15 +49,21 @@ class NodeCost:
     seconds: float | None = None  # wall time from finished nodes of its stage (basis "done")
     corpus_tokens: float = 0.0  # pretraining corpus tokens it reads (data.shards_dir)
     undeclared: str | None = None  # its stage module, where that declares no cost
+    cpu: bool = False  # a CPU preset's node: no GPU-hours; flop_rate is cost.cpu_flops
 
     def gpu_hours(self, throughput: float) -> float:
         """Hours on one device: from finished twins' wall time where there are some, else at
-        the measured FLOP/s where there is one, else at throughput."""
+        the measured FLOP/s where there is one, else at throughput. None on a CPU."""
+        if self.cpu:
+            return 0.0
         if self.seconds is not None:
             return self.seconds * max(self.gpus, 1) / 3600
         return self.flops / (self.flop_rate or throughput) / 3600
 
     def wall_hours(self, throughput: float) -> float:
+        if self.cpu:
+            seconds = self.seconds if self.seconds is not None else self.flops / self.flop_rate
+            return seconds / 3600
         return self.gpu_hours(throughput) / max(self.gpus, 1)
 
     @property
@@ -108,15 +114,19 @@ def executor_gpus(base: DictConfig) -> Callable[[NodeJob, DictConfig], int]:
 
 
 def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
-    """Every node's cost, at the rates measured on cost.gpu where the file has them."""
+    """Every node's cost, at the rates measured on cost.gpu where the file has them; a CPU
+    preset's (preset.hardware=cpu) at cost.cpu_flops, on no GPU."""
     gpus, rates = executor_gpus(base), measured.load(base.cost.measured_file)
+    on_cpu = base.preset.hardware == "cpu"
     costs, configs = [], {}  # a variant's nodes share its config: parsed once (~0.1 s each)
     for job in jobs:
         if job.cfg_yaml not in configs:
             configs[job.cfg_yaml] = OmegaConf.create(job.cfg_yaml)
         cfg = configs[job.cfg_yaml]
         cost = node_cost(job, cfg, gpus)
-        if cost.kind:
+        if on_cpu:
+            cost.cpu, cost.gpus, cost.flop_rate = True, 0, float(base.cost.cpu_flops)
+        elif cost.kind:
             cost.rate = measured.lookup(rates, base.cost.gpu, cfg.model.name, cost.kind)
             cost.flop_rate = measured_flop_rate(cfg, cost.rate) if cost.rate else None
         if not job.inline:
@@ -178,9 +188,15 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     else:  # in process: trainer.devices x num_nodes for training, one GPU per eval
         where = (f"executor={base.executor.kind}: trainer.devices x num_nodes; a cluster: "
                  "executor=slurm executor/slurm/profile=<name>")  # fmt: skip
-    on = f" on {c.gpu}" if any(n.flops and n.seconds is None for n in costs) else ""
+    cpu = base.preset.hardware == "cpu"
+    on = (
+        f" on {'a CPU' if cpu else c.gpu}"
+        if any(n.flops and n.seconds is None for n in costs)
+        else ""
+    )
+    devices = "one worker a node" if cpu else f"the GPUs of {where}"
     lines = [
-        f"\ncost{on}; wall time with the GPUs of {where}",
+        f"\ncost{on}; wall time with {devices}",
         *rate_lines(base, costs, throughput),
         "FLOPs/token: training 6N + 12 L d T, forward 2N + 4 L d T (PaLM's convention)",
         f"{'node':<42} {'tokens':>9} {'FLOPs':>9} {'GPU-h':>10} {'basis':>8} {'GPUs':>4} "
@@ -190,9 +206,10 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         if n.undeclared and n.seconds is None:
             lines.append(f"{n.name:<42} no cost declared (ssmax.stages.{n.undeclared})")
         elif n.flops or n.disk or n.seconds:
+            gpu_h, gpus = ("-", "cpu") if n.cpu else (_hours(n.gpu_hours(throughput)), n.gpus)
             lines.append(
                 f"{n.name:<42} {_count(n.tokens):>9} {n.flops:>9.2e} "
-                f"{_hours(n.gpu_hours(throughput)):>10} {n.basis:>8} {n.gpus:>4} "
+                f"{gpu_h:>10} {n.basis:>8} {gpus:>4} "
                 f"{_duration(n.wall_hours(throughput)):>8} {_bytes(n.disk):>8}"
             )
     tokens, flops = sum(n.tokens for n in costs), sum(n.flops for n in costs)
@@ -200,11 +217,12 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     sequential = sum(n.wall_hours(throughput) for n in costs)
     read = max((n.corpus_tokens for n in costs), default=0)
     lines += [
-        f"{'total':<42} {_count(tokens):>9} {flops:>9.2e} {_hours(gpu_h):>10} {'':>8} {'':>4} "
+        f"{'total':<42} {_count(tokens):>9} {flops:>9.2e} {'-' if cpu else _hours(gpu_h):>10} "
+        f"{'':>8} {'':>4} "
         f"{_duration(sequential):>8} {_bytes(sum(n.disk for n in costs)):>8}",
         f"wall: {_duration(sequential)} one node after another, "
         f"{_duration(critical_path_hours(costs, throughput))} with independent nodes side by "
-        "side (enough GPUs)" + _workers_wall(base, costs, throughput),
+        f"side (enough {'cores' if cpu else 'GPUs'})" + _workers_wall(base, costs, throughput),
         f"shards (data.shards_dir, uint16): {_bytes(read * SHARD_BYTES)} for the "
         f"{_count(read)} tokens one pretraining reads; preparing a whole corpus takes 2 bytes "
         "per token of it (SlimPajama-627B train: ~1.25 TB)",
@@ -261,6 +279,12 @@ def rate_lines(base: DictConfig, costs: list[NodeCost], throughput: float) -> li
         where = base.paths.output_dir
         lines.append(f"  {len(done)} nodes (basis done): from the wall times of finished nodes "
                      f"of their stage in {where} (this machine, as they ran)")  # fmt: skip
+    if base.preset.hardware == "cpu":
+        if any(n.flops and n.seconds is None for n in costs):
+            lines.append(f"  CPU nodes: assumed {float(c.cpu_flops) / 1e9:,.0f} GFLOP/s a node "
+                         f"(cost.cpu_flops, the tiny preset's on 2 Xeon cores); after one seed "
+                         "has finished here, its nodes' wall times")  # fmt: skip
+        return lines
     for kind, label in (("train", "training"), ("eval_loss", "Fig. 5 loss"), ("niah", "NIAH")):
         nodes = [n for n in costs if n.kind == kind and n.seconds is None]
         rates = {n.rate for n in nodes if n.rate}
