@@ -1,0 +1,244 @@
+"""Copy what a local MLflow store holds to a tracking server, after the fact (`make sync`).
+
+`python -m ssmax.tracking.sync --output-dir OUTPUT_DIR --tracking-uri http://HOST:PORT`
+
+For compute nodes with no route to the server: the pipeline logs to its own store (sqlite in
+the output folder: no network at all), and this copies it later from a machine that reaches the
+server: every experiment's runs, parents before children (mlflow.parentRunId pointed at the
+copies), their params, tags, every metric step with its own timestamp, artifacts (the models'
+files among them), dataset inputs, status and times; then the registered model versions with
+their tags and aliases. What training runs left pending for a server that went away mid-run
+(ssmax.tracking.spool) is delivered first, as the pipeline and the report do: the same
+mechanism for a server that was away for part of a run and for one never reached.
+
+Idempotent: each copy carries SOURCE_TAG, the local run (or version) it came from. A run whose
+copy carries DONE_TAG (set last, once the run has ended) is skipped, so a second sync copies
+nothing; a sync killed halfway goes on where it stopped (the server keeps one copy of an
+identical metric (key, value, timestamp, step), of a dataset input, of an artifact path). A run
+still running here is copied as far as it got and again by the next sync. The local store is
+only read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SOURCE_TAG = "synced_from"  # on a copy: the local run id (a version: "<run id>/<version>")
+DONE_TAG = "synced"  # on a run's copy once all of it is there
+PARENT_TAG = "mlflow.parentRunId"
+ENDED = ("FINISHED", "FAILED", "KILLED")
+PAGE = 1000
+
+
+@dataclass
+class Counts:
+    runs: int = 0  # runs copied (or completed) now
+    skipped: int = 0  # runs whose copy was complete
+    metrics: int = 0  # metric values sent
+    artifacts: int = 0  # runs whose artifacts were sent
+    versions: int = 0  # registered model versions created
+
+    def line(self, source: str, target: str) -> str:
+        return (f"synced {source} -> {target}: {self.runs} runs copied, {self.skipped} already "
+                f"there, {self.metrics} metric values, {self.versions} model versions")  # fmt: skip
+
+
+def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    token = None
+    while True:
+        page = fetch(token)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
+def runs_in_order(client: Any, experiment_id: str) -> list[Any]:
+    """The experiment's runs (deleted ones left out), every parent before its children."""
+    runs = list(_pages(lambda t: client.search_runs([experiment_id], max_results=PAGE,
+                                                    page_token=t)))  # fmt: skip
+    by_id = {r.info.run_id: r for r in runs}
+
+    def depth(run: Any) -> int:
+        parent = run.data.tags.get(PARENT_TAG)
+        return 1 + depth(by_id[parent]) if parent in by_id else 0
+
+    return sorted(runs, key=lambda r: (depth(r), r.info.start_time or 0))
+
+
+class Sync:
+    """One copy of a source store into a target; ids maps source run ids to their copies."""
+
+    def __init__(self, source: str, target: str) -> None:
+        from mlflow import MlflowClient
+
+        self.src, self.dst = MlflowClient(source), MlflowClient(target)
+        self.ids: dict[str, str] = {}
+        self.counts = Counts()
+
+    def experiment(self, exp: Any) -> str:
+        """The target's experiment of the same name (created with the source's tags)."""
+        found = self.dst.get_experiment_by_name(exp.name)
+        if found is not None:
+            return found.experiment_id
+        return self.dst.create_experiment(exp.name, tags=dict(exp.tags))
+
+    def copy_of(self, experiment_id: str, run: Any) -> Any | None:
+        """The target's copy of run, if an earlier sync made one; a run tagged as its copy
+        with another name is another run: one line, nothing written."""
+        query = f"tags.{SOURCE_TAG} = '{run.info.run_id}'"
+        found = self.dst.search_runs([experiment_id], query, max_results=2)
+        if not found:
+            return None
+        copy = found[0]
+        if len(found) > 1 or copy.info.run_name != run.info.run_name:
+            raise SyncError(
+                f"the server's run {copy.info.run_id} ({copy.info.run_name}) says it is a copy of "
+                f"{run.info.run_id}, which is {run.info.run_name}: another run under the same "
+                "id; sync into another experiment or server"
+            )
+        return copy
+
+    def run(self, experiment_id: str, run: Any) -> None:
+        rid = run.info.run_id
+        copy = self.copy_of(experiment_id, run)
+        tags = {k: v for k, v in run.data.tags.items() if k not in (PARENT_TAG, DONE_TAG)}
+        tags[SOURCE_TAG] = rid
+        parent = run.data.tags.get(PARENT_TAG)
+        if parent:  # a parent synced before, or one already on the server (an online run)
+            tags[PARENT_TAG] = self.ids.get(parent, parent)
+        if copy is not None and copy.data.tags.get(DONE_TAG) == "true":
+            self.ids[rid] = copy.info.run_id
+            self.counts.skipped += 1
+            return
+        if copy is None:
+            copy = self.dst.create_run(experiment_id, start_time=run.info.start_time,
+                                       tags=tags, run_name=run.info.run_name)  # fmt: skip
+        dst = self.ids[rid] = copy.info.run_id
+        self.log(dst, run, tags)
+        if run.info.status in ENDED:
+            self.dst.set_terminated(dst, run.info.status, end_time=run.info.end_time)
+            self.dst.set_tag(dst, DONE_TAG, "true")
+        self.counts.runs += 1
+
+    def log(self, dst: str, run: Any, tags: dict[str, str]) -> None:
+        """Params, tags, metrics the copy lacks, dataset inputs, artifacts."""
+        from mlflow.entities import Param, RunTag
+
+        params = [Param(k, v) for k, v in run.data.params.items()]
+        for i in range(0, len(params), 100):
+            self.dst.log_batch(dst, params=params[i : i + 100])
+        items = [RunTag(k, v) for k, v in tags.items()]
+        for i in range(0, len(items), 100):
+            self.dst.log_batch(dst, tags=items[i : i + 100])
+        for key in run.data.metrics:
+            history = self.src.get_metric_history(run.info.run_id, key)
+            if len(self.dst.get_metric_history(dst, key)) >= len(history):
+                continue  # all there (the server keeps one copy of each identical value)
+            for i in range(0, len(history), PAGE):
+                self.dst.log_batch(dst, metrics=history[i : i + PAGE])
+            self.counts.metrics += len(history)
+        if run.inputs and run.inputs.dataset_inputs:
+            self.dst.log_inputs(dst, datasets=list(run.inputs.dataset_inputs))
+        if self.src.list_artifacts(run.info.run_id):
+            with tempfile.TemporaryDirectory() as tmp:
+                local = self.src.download_artifacts(run.info.run_id, "", tmp)
+                self.dst.log_artifacts(dst, local)
+            self.counts.artifacts += 1
+
+    def models(self) -> None:
+        """Registered models and versions of copied runs, with their tags and aliases."""
+        from mlflow.exceptions import MlflowException
+
+        for model in _pages(lambda t: self.src.search_registered_models(page_token=t)):
+            try:
+                self.dst.create_registered_model(model.name, tags=dict(model.tags),
+                                                 description=model.description)  # fmt: skip
+            except MlflowException as err:
+                if err.error_code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+            query = f"name = '{model.name}'"
+            there = {v.tags.get(SOURCE_TAG): v.version
+                     for v in self.dst.search_model_versions(query)}  # fmt: skip
+            copies: dict[str, str] = {}
+            mine = sorted(self.src.search_model_versions(query), key=lambda v: int(v.version))
+            for version in mine:
+                key = f"{version.run_id}/{version.version}"
+                if key not in there and version.run_id in self.ids:
+                    run_id = self.ids[version.run_id]
+                    source = version.source.replace(version.run_id, run_id)
+                    made = self.dst.create_model_version(
+                        model.name, source, run_id, tags=dict(version.tags) | {SOURCE_TAG: key},
+                        description=version.description,
+                    )  # fmt: skip
+                    there[key] = made.version
+                    self.counts.versions += 1
+                if key in there:
+                    copies[str(version.version)] = there[key]
+            aliases = self.src.get_registered_model(model.name).aliases  # search leaves them out
+            for alias, version in (aliases or {}).items():
+                if str(version) in copies:
+                    self.dst.set_registered_model_alias(model.name, alias, copies[str(version)])
+
+
+class SyncError(Exception):
+    """Why a sync cannot go on, in one line."""
+
+
+def sync(source: str, target: str) -> Counts:
+    """Copy every experiment's runs of source, then its registered versions, to target."""
+    job = Sync(source, target)
+    for exp in _pages(lambda t: job.src.search_experiments(max_results=PAGE, page_token=t)):
+        runs = runs_in_order(job.src, exp.experiment_id)
+        if not runs:
+            continue
+        experiment_id = job.experiment(exp)
+        for run in runs:
+            job.run(experiment_id, run)
+    job.models()
+    return job.counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ssmax.tracking import STORE_FILE, default_store, is_server
+    from ssmax.tracking.reach import check_reachable
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output-dir", default="outputs", help="the folder whose store to copy")
+    parser.add_argument("--tracking-uri", required=True, help="the server: http://HOST:PORT")
+    args = parser.parse_args(argv)
+    output_dir = Path(args.output_dir).resolve()
+    if not (output_dir / STORE_FILE).exists():
+        print(f"error: no MLflow store at {output_dir / STORE_FILE}: nothing to sync (a pipeline "
+              "with tracking.tracking_uri unset writes one there)", file=sys.stderr)  # fmt: skip
+        return 2
+    if not is_server(args.tracking_uri):
+        print(f"error: --tracking-uri={args.tracking_uri}: a tracking server (http:// or "
+              "https://) to copy the runs to", file=sys.stderr)  # fmt: skip
+        return 2
+    problem = check_reachable(args.tracking_uri, setting="--tracking-uri",
+                              otherwise="sync later; the local store stays as it is")  # fmt: skip
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    from ssmax.tracking.spool import deliver_pending
+
+    deliver_pending(output_dir)  # metrics that runs tracked on a server left for it
+    source = default_store(output_dir)
+    try:
+        counts = sync(source, args.tracking_uri)
+    except SyncError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(counts.line(source, args.tracking_uri))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
