@@ -1,8 +1,9 @@
 """`make sync` (ssmax.tracking.sync) against a real `mlflow server` (tests/tracking_fixtures.py):
-the one-variant smoke pipeline run offline (its own sqlite store, no server) and copied
-afterwards ends as the same tree as the same pipeline run online against the server; a sync
-stopped halfway completes; a second sync copies nothing; bad input is one line and leaves the
-local store as it was."""
+the one-variant smoke pipeline run offline (tracking.mode=offline: each node its own store,
+merged into the folder's; the server it names never asked) and copied afterwards ends as the
+same tree as the same pipeline run online against the server; a sync stopped halfway
+completes; a second sync copies nothing; bad input is one line and leaves the local store as
+it was."""
 
 from __future__ import annotations
 
@@ -72,8 +73,16 @@ def test_an_offline_pipeline_synced_later_equals_an_online_one(
 ) -> None:
     uri, _ = tracking_server
     offline, online = tmp_path / "offline", tmp_path / "online"
-    _run(offline, shared_cache, "sync")  # no tracking URI: the folder's own store, no network
+    nowhere = f"http://127.0.0.1:{free_port()}"  # offline: never asked (nothing answers there)
+    _run(offline, shared_cache, "sync", "tracking.mode=offline", f"tracking.tracking_uri={nowhere}")
     _run(online, shared_cache, "sync-online", f"tracking.tracking_uri={uri}")
+    nodes = sorted((offline / "pipeline" / "nodes").rglob("mlflow.db"))
+    assert len(nodes) == len(list((offline / "pipeline" / "nodes").rglob("done.json")))
+    # the report read the nodes' runs (learning curves) from the folder's store, as online
+    reports = [next((out / "pipeline" / "nodes" / "report").rglob("report")) for out in
+               (offline, online)]  # fmt: skip
+    assert {p.name for p in reports[0].iterdir()} == {p.name for p in reports[1].iterdir()}
+    assert "models:/ssmax-a_softmax@smoke-sft-seed0" in (reports[0] / "report.md").read_text()
     store, server = f"sqlite:///{offline / 'mlflow.db'}", MlflowClient(uri)
     local = MlflowClient(store)
     before = _sha(offline / "mlflow.db")

@@ -228,6 +228,9 @@ class TrainerConfig:
 class TrackingConfig:
     enabled: bool = True  # log to MLflow
     tracking_uri: str | None = None  # null: sqlite:///<abs output_dir>/mlflow.db; http://: a server
+    # offline: no network; each pipeline node logs to a store in its own folder, merged into
+    # the folder's (<output_dir>/mlflow.db); `make sync` copies that to a server later
+    mode: str = rule("online", choices=("online", "offline"))  # where runs are logged
     experiment: str = "ssmax-repro"  # the MLflow experiment
     artifact_location: str | None = None  # null: <output_dir>/mlartifacts, a server's own
     parent_run_id: str | None = None  # set by the pipeline: node runs are its run's children

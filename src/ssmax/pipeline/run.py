@@ -171,7 +171,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     the done-marker. The others return the record without writing it."""
     from ssmax.ranks import global_rank
     from ssmax.stages.common import StageContext
-    from ssmax.tracking import child_run, finish_run, git_commit
+    from ssmax.tracking import child_run, finish_run, git_commit, offline, use_node_store
     from ssmax.tracking.manifest import node_tags
 
     cfg = OmegaConf.create(job.cfg_yaml)
@@ -188,6 +188,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "config.yaml").write_text(job.cfg_yaml)
     cfg.tracking.parent_run_id = job.parent_run_id
+    if offline(cfg):  # a store of its own: no network, no sqlite file shared over network disk
+        use_node_store(cfg, directory)
     inputs, fingerprints = {}, {}
     for name, input_dir in job.input_dirs.items():
         record = read_record(Path(input_dir))
@@ -202,7 +204,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         spec = stage_spec(job.module)
         stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
     ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job),
-                       fingerprints)  # fmt: skip
+                       fingerprints, {n: Path(d) for n, d in job.input_dirs.items()})  # fmt: skip
     start = time.perf_counter()
     module = importlib.import_module(f"ssmax.stages.{job.module}")
     try:
@@ -313,8 +315,12 @@ def close_pipeline_run(
 ) -> None:
     """Cached nodes appear as child runs linked to the run that made them; the report
     becomes an artifact of the pipeline's run, which ends FINISHED or FAILED."""
-    from ssmax.tracking import child_run, finish_run, log_artifacts
+    from ssmax.tracking import child_run, finish_run, log_artifacts, offline
 
+    if offline(cfg):  # the nodes' own stores into the folder's, before its cached runs
+        from ssmax.tracking.sync import merge_nodes
+
+        merge_nodes(cfg.paths.output_dir)
     for job in jobs:
         if states.get(job.name) != "cached":
             continue

@@ -180,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     from ssmax.tracking.spool import deliver_pending
 
     deliver_pending(output_dir)  # what training runs left for a server that was away
+    if not args.tracking_uri:  # tracking.mode=offline: the nodes' own stores into the folder's
+        from ssmax.tracking.sync import merge_nodes
+
+        merge_nodes(output_dir)
     try:
         inputs, config_dir, parent, made = collect(output_dir, uri, args.run_id)
     except LookupError as err:

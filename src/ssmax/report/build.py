@@ -30,15 +30,17 @@ def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
                 named = "".join(f" = @{a}" for a in found.get("aliases", [])[1:])
                 version = (f"{found['uri']}{named} "
                            f"(#/models/{found['name']}/versions/{found['version']})")  # fmt: skip
+                if "@" in found["uri"]:  # offline: the node's own store numbered it
+                    version = found["uri"]
             out.append([variant, seed.removeprefix("seed"), source, folder, version])
     return out
 
 
 def settings_from_cfg(cfg: DictConfig) -> Settings:
     """The run's settings as the report shows them (and where Fig. 4 finds MLflow)."""
-    from ssmax.tracking import tracking_uri
+    from ssmax.tracking import folder_store
 
-    uri = tracking_uri(cfg) if cfg.tracking.enabled else None
+    uri = folder_store(cfg) if cfg.tracking.enabled else None
     details = {
         "variants": ", ".join(cfg.pipeline.variants),
         "model": f"{cfg.preset.model}: {cfg.model.n_layers} layers, "

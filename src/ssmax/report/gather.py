@@ -90,8 +90,14 @@ def metric_history(
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
+    client = MlflowClient(uri)
     try:
-        history = MlflowClient(uri).get_metric_history(run_id, key)
+        history = client.get_metric_history(run_id, key)
+        if not history:  # offline: the node's run, merged into the folder's store as a copy
+            from ssmax.tracking.sync import copy_id
+
+            copied = copy_id(client, run_id)
+            history = client.get_metric_history(copied, key) if copied else []
     except MlflowException:
         return None
     by_step = {m.step: m.value for m in sorted(history, key=lambda m: (m.step, m.timestamp))}

@@ -24,6 +24,7 @@ class StageContext:
     run_id: str | None = None  # MLflow run for stages that do not train (training makes its own)
     tags: dict[str, str] | None = None  # MLflow tags of the node's run (stage, node, fingerprint)
     fingerprints: dict[str, str] = field(default_factory=dict)  # upstream node -> its fingerprint
+    input_dirs: dict[str, Path] = field(default_factory=dict)  # upstream node -> its folder
 
     def only_input(self) -> dict[str, Any]:
         (outputs,) = self.inputs.values()

@@ -29,4 +29,10 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.tracking import offline
+
+    if offline(ctx.cfg) and ctx.cfg.tracking.enabled:  # its curves read the nodes' runs
+        from ssmax.tracking.sync import merge_nodes
+
+        merge_nodes(ctx.cfg.paths.output_dir)
     return build_report(ctx.inputs, settings_from_cfg(ctx.cfg), ctx.out_dir / "report")

@@ -31,10 +31,31 @@ def default_store(output_dir: str | Path) -> str:
     return "sqlite:///" + str(Path(output_dir).resolve() / STORE_FILE)
 
 
+def offline(cfg: DictConfig) -> bool:
+    """tracking.mode=offline: nothing goes over the network; `make sync` copies it later."""
+    return cfg.tracking.get("mode", "online") == "offline"
+
+
 def tracking_uri(cfg: DictConfig) -> str:
-    if cfg.tracking.tracking_uri:
-        return str(cfg.tracking.tracking_uri)
+    """Where this process logs: tracking.tracking_uri, else (and offline, for a server) the
+    folder's own store. A pipeline node offline has its own (ssmax.pipeline.run sets it)."""
+    uri = cfg.tracking.tracking_uri
+    if uri and not (offline(cfg) and is_server(str(uri))):
+        return str(uri)
     return default_store(cfg.paths.output_dir)
+
+
+def use_node_store(cfg: DictConfig, directory: str | Path) -> None:
+    """tracking.mode=offline: cfg logs to the store of the node in directory (its own one;
+    no network, no sqlite file written by many nodes over network disk)."""
+    cfg.tracking.tracking_uri = default_store(directory)
+    cfg.tracking.artifact_location = str(Path(directory).resolve() / "mlartifacts")
+
+
+def folder_store(cfg: DictConfig) -> str:
+    """Where the folder's runs are read from (the report): offline, the folder's own store,
+    into which the nodes' stores are merged (ssmax.tracking.sync.merge_nodes)."""
+    return default_store(cfg.paths.output_dir) if offline(cfg) else tracking_uri(cfg)
 
 
 def is_server(uri: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.tracking import tracking_uri
+from ssmax.tracking import offline, tracking_uri
 
 ARTIFACT = "model"  # the MLflow model's path in the training run
 INPUT_EXAMPLE = ["The special magic Tokyo number is: 8106422.\nWhat is the special magic number?"]
@@ -72,8 +72,9 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
     names = aliases(tags)
     for alias in names:  # an alias names one version: the newest registered under it
         client.set_registered_model_alias(name, alias, found.version)
-    return {"name": name, "version": int(found.version), "uri": f"models:/{name}/{found.version}",
-            "aliases": names}  # fmt: skip
+    # offline, the version is the node's own store's: its alias names it after a merge or sync
+    uri = f"models:/{name}@{names[1]}" if offline(cfg) else f"models:/{name}/{found.version}"
+    return {"name": name, "version": int(found.version), "uri": uri, "aliases": names}
 
 
 def aliases(tags: dict[str, str]) -> list[str]:

@@ -2,14 +2,16 @@
 
 `python -m ssmax.tracking.sync --output-dir OUTPUT_DIR --tracking-uri http://HOST:PORT`
 
-For compute nodes with no route to the server: the pipeline logs to its own store (sqlite in
-the output folder: no network at all), and this copies it later from a machine that reaches the
-server: every experiment's runs, parents before children (mlflow.parentRunId pointed at the
-copies), their params, tags, every metric step with its own timestamp, artifacts (the models'
-files among them), dataset inputs, status and times; then the registered model versions with
-their tags and aliases. What training runs left pending for a server that went away mid-run
-(ssmax.tracking.spool) is delivered first, as the pipeline and the report do: the same
-mechanism for a server that was away for part of a run and for one never reached.
+For compute nodes with no route to the server: the pipeline logs to its folder's own store
+(sqlite in the output folder: no network at all; with `tracking.mode=offline` each node logs to
+a store in its own folder, merged into the folder's by the same copy, `merge_nodes`), and this
+copies it later from a machine that reaches the server: every experiment's runs, parents before
+children (mlflow.parentRunId pointed at the copies), their params, tags, every metric step with
+its own timestamp, artifacts (the models' files among them), dataset inputs, status and times;
+then the registered model versions with their tags and aliases. What training runs left pending
+for a server that went away mid-run (ssmax.tracking.spool) is delivered first, as the pipeline
+and the report do: the same mechanism for a server that was away for part of a run and for one
+never reached.
 
 Idempotent: each copy carries SOURCE_TAG, the local run (or version) it came from. A run whose
 copy carries DONE_TAG (set last, once the run has ended) is skipped, so a second sync copies
@@ -75,10 +77,11 @@ def runs_in_order(client: Any, experiment_id: str) -> list[Any]:
 class Sync:
     """One copy of a source store into a target; ids maps source run ids to their copies."""
 
-    def __init__(self, source: str, target: str) -> None:
+    def __init__(self, source: str, target: str, artifact_location: str | None = None) -> None:
         from mlflow import MlflowClient
 
         self.src, self.dst = MlflowClient(source), MlflowClient(target)
+        self.artifact_location = artifact_location  # a new experiment's (a server: its own)
         self.ids: dict[str, str] = {}
         self.counts = Counts()
 
@@ -87,7 +90,7 @@ class Sync:
         found = self.dst.get_experiment_by_name(exp.name)
         if found is not None:
             return found.experiment_id
-        return self.dst.create_experiment(exp.name, tags=dict(exp.tags))
+        return self.dst.create_experiment(exp.name, self.artifact_location, tags=dict(exp.tags))
 
     def copy_of(self, experiment_id: str, run: Any) -> Any | None:
         """The target's copy of run, if an earlier sync made one; a run tagged as its copy
@@ -191,9 +194,9 @@ class SyncError(Exception):
     """Why a sync cannot go on, in one line."""
 
 
-def sync(source: str, target: str) -> Counts:
+def sync(source: str, target: str, artifact_location: str | None = None) -> Counts:
     """Copy every experiment's runs of source, then its registered versions, to target."""
-    job = Sync(source, target)
+    job = Sync(source, target, artifact_location)
     for exp in _pages(lambda t: job.src.search_experiments(max_results=PAGE, page_token=t)):
         runs = runs_in_order(job.src, exp.experiment_id)
         if not runs:
@@ -203,6 +206,43 @@ def sync(source: str, target: str) -> Counts:
             job.run(experiment_id, run)
     job.models()
     return job.counts
+
+
+def copy_id(client: Any, run_id: str) -> str | None:
+    """The id of the run copied from run_id in client's store (any experiment), or None."""
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = client.search_runs(experiments, f"tags.{SOURCE_TAG} = '{run_id}'", max_results=1)
+    return found[0].info.run_id if found else None
+
+
+def merge_nodes(output_dir: str | Path) -> int:
+    """tracking.mode=offline: each node's own store (<node folder>/mlflow.db) copied into the
+    folder's, so that the report, `make mlflow-ui` and `make sync` find the whole run tree
+    there; one process writes it at a time (a lock beside it). A store copied before and
+    unchanged since is not opened again. Returns the stores copied now."""
+    from ssmax.io import atomic_write_text
+    from ssmax.locks import exclusive
+    from ssmax.tracking import STORE_FILE, create_sqlite_store, default_store
+
+    folder = Path(output_dir).resolve()
+    nodes = folder / "pipeline" / "nodes"
+    stores = (
+        sorted(nodes.rglob(STORE_FILE), key=lambda p: p.stat().st_mtime) if nodes.is_dir() else []
+    )
+    target, artifacts = default_store(folder), (folder / "mlartifacts").as_uri()
+    merged = 0
+    with exclusive(f"{folder / STORE_FILE}.merge.lock"):
+        create_sqlite_store(target, artifacts)
+        for db in stores:
+            mark = db.with_name(f"{STORE_FILE}.merged")
+            stat = db.stat()
+            stamp = f"{stat.st_size}:{stat.st_mtime_ns}"
+            if mark.exists() and mark.read_text() == stamp:
+                continue
+            sync(f"sqlite:///{db}", target, artifacts)
+            atomic_write_text(mark, stamp)
+            merged += 1
+    return merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -230,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     from ssmax.tracking.spool import deliver_pending
 
     deliver_pending(output_dir)  # metrics that runs tracked on a server left for it
+    merge_nodes(output_dir)  # tracking.mode=offline: the nodes' own stores
     source = default_store(output_dir)
     try:
         counts = sync(source, args.tracking_uri)
