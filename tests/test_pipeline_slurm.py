@@ -1,6 +1,7 @@
 """executor=slurm on the local SLURM cluster: submit-and-return, adoption of queued jobs, the
 same results as in process, everything logged on a tracking server as a cluster runs it, a
-failing node and its dependants (tracked in sqlite), profile checks before sbatch."""
+failing node and its dependants (tracked offline: each node's own store, merged into the
+folder's by the closing job), profile checks before sbatch."""
 
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ def test_failed_node_blocks_its_dependants(
     out = tmp_path_factory.mktemp("slurm-fail")
     # One SFT example, none left for validation: planning passes, the SFT job raises in SLURM.
     no_sft_data = "+pipeline.overrides.b_ssmax=['data.sft_num_examples=1']"
-    overrides = smoke(out, out / "cache", B_ONLY, no_sft_data)
+    overrides = smoke(out, out / "cache", B_ONLY, no_sft_data, "tracking.mode=offline")
     assert main(["run", *overrides, "--wait"]) == 1
     capsys.readouterr()
     assert main(["status", *overrides]) == 1
@@ -198,7 +199,16 @@ def test_failed_node_blocks_its_dependants(
     records = done_records(out)
     assert "sft/b_ssmax/seed0" not in records and "report" not in records
     assert "eval_loss/b_ssmax/seed0" in records
-    assert [r.info.status for r in parent_runs(overrides)] == ["FAILED"]
+    (parent,) = parent_runs(overrides)  # in the folder's store: offline, nodes kept their own
+    assert parent.info.status == "FAILED"
+    nodes = out / "pipeline" / "nodes"
+    stores = {"/".join(p.relative_to(nodes).parts[:2]) for p in nodes.rglob("mlflow.db")}
+    assert {"pretrain/b_ssmax", "eval_loss/b_ssmax"} <= stores  # sft's went with its folder
+    client = MlflowClient(tracking_uri(plan(overrides)[0]))  # merged: the failed job's run too
+    query = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
+    children = client.search_runs([parent.info.experiment_id], query)
+    states = {c.data.tags["node"]: c.info.status for c in children}
+    assert states["pretrain/b_ssmax/seed0"] == states["eval_loss/b_ssmax/seed0"] == "FINISHED"
 
     # Re-invoking resubmits the failed node and its dependants, nothing else.
     cfg, jobs = plan(overrides)

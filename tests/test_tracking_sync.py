@@ -146,3 +146,18 @@ def test_an_offline_pipeline_synced_later_equals_an_online_one(
     assert _tree(server, "sync") == synced
     assert len(server.search_model_versions("name = 'ssmax-a_softmax'")) == len(versions)
     assert _sha(offline / "mlflow.db") == before
+
+
+def test_an_offline_node_that_fails_keeps_its_run(tmp_path: Path, shared_cache: Path) -> None:
+    # diverged at step 5, before its first checkpoint: the node's folder (and its own store)
+    # goes so that the next run starts it afresh; its FAILED run is in the folder's store
+    poison = "trainer.callbacks=[{_target_:tests.faults.PoisonAt,step:5}]"
+    overrides = ["preset=smoke", ONE_VARIANT, f"paths.output_dir={tmp_path}",
+                 f"paths.cache_dir={shared_cache}", "tracking.mode=offline", poison,
+                 "pipeline.targets=[pretrain]"]  # fmt: skip
+    assert pipeline_main(["run", *overrides]) == 1
+    assert not list((tmp_path / "pipeline" / "nodes").rglob("mlflow.db"))  # its folder went
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("ssmax-repro")
+    runs = {r.info.run_name: r.info.status for r in runs_in_order(client, exp.experiment_id)}
+    assert runs["pretrain/a_softmax/seed0"] == "FAILED"

@@ -213,6 +213,10 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         if run_id:
             finish_run(cfg, run_id, "FAILED")
         if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
+            if offline(cfg):  # its failed run, before its folder may go
+                from ssmax.tracking.sync import merge_nodes
+
+                merge_nodes(cfg.paths.output_dir, directory)
             discard_unresumable(directory)
         raise
     run_id = outputs.get("run_id", run_id)

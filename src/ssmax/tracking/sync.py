@@ -215,20 +215,23 @@ def copy_id(client: Any, run_id: str) -> str | None:
     return found[0].info.run_id if found else None
 
 
-def merge_nodes(output_dir: str | Path) -> int:
-    """tracking.mode=offline: each node's own store (<node folder>/mlflow.db) copied into the
-    folder's, so that the report, `make mlflow-ui` and `make sync` find the whole run tree
-    there; one process writes it at a time (a lock beside it). A store copied before and
-    unchanged since is not opened again. Returns the stores copied now."""
+def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
+    """tracking.mode=offline: each node's own store (<node folder>/mlflow.db; node: that
+    node's only) copied into the folder's, so that the report, `make mlflow-ui` and `make
+    sync` find the whole run tree there; one process writes it at a time (a lock beside it).
+    A store copied before and unchanged since is not opened again. Returns the stores copied
+    now."""
     from ssmax.io import atomic_write_text
     from ssmax.locks import exclusive
     from ssmax.tracking import STORE_FILE, create_sqlite_store, default_store
 
     folder = Path(output_dir).resolve()
     nodes = folder / "pipeline" / "nodes"
-    stores = (
-        sorted(nodes.rglob(STORE_FILE), key=lambda p: p.stat().st_mtime) if nodes.is_dir() else []
-    )
+    if node is not None:
+        stores = [p for p in [Path(node).resolve() / STORE_FILE] if p.exists()]
+    else:  # the newest last: its aliases win
+        found = nodes.rglob(STORE_FILE) if nodes.is_dir() else []
+        stores = sorted(found, key=lambda p: p.stat().st_mtime)
     target, artifacts = default_store(folder), (folder / "mlartifacts").as_uri()
     merged = 0
     with exclusive(f"{folder / STORE_FILE}.merge.lock"):
