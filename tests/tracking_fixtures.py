@@ -68,6 +68,7 @@ def assert_all_on_server(
         history = client.get_metric_history(run.info.run_id, "train/loss")
         assert len(history) > 1 and all(m.value > 0 for m in history)
         assert run.inputs.dataset_inputs  # the data it read, as MLflow datasets
+        assert "system/cpu_utilization_percentage" in run.data.metrics  # through the spool
         assert "config.yaml" in {a.path for a in client.list_artifacts(run.info.run_id)}
     # the report and its figures on the pipeline's run, downloaded through the server
     names = {a.path for a in client.list_artifacts(parent.info.run_id)}

@@ -47,6 +47,7 @@ from ssmax.tracking import (
     tracking_uri,
 )
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool, pending_line
+from ssmax.tracking.system import Log, SystemMetrics, node_label
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -174,6 +175,7 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     logger = build_logger(cfg, run_dir) if cfg.tracking.enabled and rank0 else False
+    monitor = start_system_metrics(cfg, logger)
     save_at = {
         int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
     }
@@ -187,21 +189,49 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         # The final model's validation loss, for every run ((e) has no training at all).
         trainer.validate(lit, datamodule=datamodule, verbose=False)
     except SIGTERMException:  # Lightning's: a SystemExit without a status, i.e. exit 0
+        _stop(monitor)
         where = f"its last checkpoint ({last})" if last.exists() else "the start"
         print(f"stopped by SIGTERM at step {trainer.global_step}; the same command goes on from "
               f"{where}", file=sys.stderr, flush=True)  # fmt: skip
         raise SystemExit(128 + signal.SIGTERM) from None
     except Exception:
+        _stop(monitor)
         if logger:
             logger.finalize("failed")
             _drain(logger)
         raise
+    _stop(monitor)
     _drain(logger)
     weights = run_dir / WEIGHTS_FILE
     if rank0:
         atomic_torch_save(lit.model.state_dict(), weights)
     metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
+
+
+def start_system_metrics(cfg: DictConfig, logger: Any) -> SystemMetrics | None:
+    """The run's system metrics (tracking.system_metrics), through its logger: the spool for a
+    server (never waits), else straight into the store."""
+    if not logger or not cfg.tracking.get("system_metrics", True):
+        return None
+    if isinstance(logger, SpoolingMLFlowLogger):
+        log: Log = logger.log_system_metrics
+    else:
+
+        def log(metrics: dict[str, float], step: int) -> None:
+            from mlflow.entities import Metric
+
+            now = int(time.time() * 1000)
+            items = [Metric(k, v, now, step) for k, v in metrics.items()]
+            logger.experiment.log_batch(logger.run_id, metrics=items)
+
+    node = node_label(int(cfg.trainer.num_nodes), 0)  # rank 0 logs: its node's
+    return SystemMetrics(log, cfg.tracking.get("system_metrics_interval_s", 10.0), node).start()
+
+
+def _stop(monitor: SystemMetrics | None) -> None:
+    if monitor is not None:
+        monitor.stop()
 
 
 def _drain(logger: ResumableMLFlowLogger | bool) -> None:
@@ -336,6 +366,12 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
                 for k, v in metrics.items() if not isinstance(v, str)]  # fmt: skip
         if rows:
             self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id, "metrics": rows})
+
+    def log_system_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """System metrics (ssmax.tracking.system) through the spool, their own steps."""
+        now = int(time.time() * 1000)
+        rows = [[_BAD_KEY.sub("", k), float(v), now, step] for k, v in metrics.items()]
+        self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id, "metrics": rows})
 
     def finalize(self, status: str = "success") -> None:
         """The run's end status, queued behind its metrics (Lightning calls this after fit and

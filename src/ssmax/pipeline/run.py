@@ -173,6 +173,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     from ssmax.stages.common import StageContext
     from ssmax.tracking import child_run, finish_run, git_commit, offline, use_node_store
     from ssmax.tracking.manifest import node_tags
+    from ssmax.tracking.system import for_run
 
     cfg = OmegaConf.create(job.cfg_yaml)
     isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
@@ -207,9 +208,12 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
                        fingerprints, {n: Path(d) for n, d in job.input_dirs.items()})  # fmt: skip
     start = time.perf_counter()
     module = importlib.import_module(f"ssmax.stages.{job.module}")
+    monitor = for_run(cfg, run_id) if run_id else None  # training: its logger's own
     try:
         outputs = module.run(ctx)
     except BaseException as err:
+        if monitor:
+            monitor.stop()
         if run_id:
             finish_run(cfg, run_id, "FAILED")
         if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
@@ -219,6 +223,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
                 merge_nodes(cfg.paths.output_dir, directory)
             discard_unresumable(directory)
         raise
+    if monitor:
+        monitor.stop()
     run_id = outputs.get("run_id", run_id)
     if run_id and rank0 and not (job.trains and _finish_later(cfg, directory, run_id, job)):
         finish_run(cfg, run_id, "FINISHED", _tags(job))

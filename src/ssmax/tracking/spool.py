@@ -86,10 +86,12 @@ class Spool:
         self.start()
 
     def append_quietly(self, record: dict[str, Any]) -> None:
-        """Keep a record on disk and queue it, without starting a thread."""
-        self.handle.write(json.dumps(record) + "\n")
-        self.handle.flush()
+        """Keep a record on disk and queue it, without starting a thread. Threads may append at
+        once (training's steps, its system metrics): one whole line each."""
+        line = json.dumps(record) + "\n"
         with self._wake:
+            self.handle.write(line)
+            self.handle.flush()
             self.pending.append(record)
             self._wake.notify()
 
