@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow import MlflowClient
 
 from ssmax.pipeline.run import plan
@@ -58,3 +59,23 @@ def test_off_a_training_run_holds_none(tmp_path: Path, shared_cache: Path) -> No
     run = MlflowClient(tracking_uri(cfg)).get_run(result.run_id)
     assert "train/loss" in run.data.metrics
     assert not [k for k in run.data.metrics if k.startswith("system/")]
+
+
+@pytest.mark.slow
+def test_the_report_gives_each_nodes_peaks(
+    smoke_pipeline_held: list[str], tmp_path: Path, capsys
+) -> None:
+    from ssmax.report.__main__ import main as report_main
+
+    cfg, _ = plan(smoke_pipeline_held)
+    assert report_main(["--output-dir", cfg.paths.output_dir, "--dest", str(tmp_path)]) == 0
+    capsys.readouterr()
+    text = (tmp_path / "report.md").read_text()
+    section = text.split("## System (per node)")[1].split("\n## ")[0]
+    rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]]
+            for r in section.splitlines() if r.startswith("| ") and "/seed" in r}  # fmt: skip
+    process, host, gpu_memory, gpu_util = rows["pretrain/a_softmax/seed0"]
+    assert float(process.replace(",", "")) > 0 and float(host.replace(",", "")) > 0
+    gpu = torch.cuda.is_available()  # where it trained: numbers on a GPU, "-" without one
+    assert (gpu_memory == "-", gpu_util == "-") == (not gpu, not gpu)
+    assert {"sft/b_ssmax/seed0", "eval_niah/b_ssmax/seed0"} <= set(rows)

@@ -201,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
     settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
     settings.manifest = manifest_lines(parent.data.tags, made)
+    from mlflow import MlflowClient
+
+    from ssmax.report.system import system_rows
+
+    settings.system = system_rows(MlflowClient(uri), parent)
     dest = Path(args.dest) if args.dest else output_dir / "report"
     out = build_report(inputs, settings, dest)
     print(json.dumps(out["claims"], indent=1))

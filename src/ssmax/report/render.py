@@ -11,6 +11,7 @@ from ssmax.report.claims import Claim
 from ssmax.report.design import DESIGN_COLUMNS, overlap_line
 from ssmax.report.gather import Settings
 from ssmax.report.plotting import FigureFile
+from ssmax.report.system import COLUMNS as SYSTEM_COLUMNS
 from ssmax.variants import facts
 
 INTRO = (
@@ -105,6 +106,10 @@ DESIGN_NOTE = (
     "training length under RoPE theta x50, and the contexts reach where retrieval fails. Not "
     "met: the needle claims below have little to compare."
 )
+SYSTEM_NOTE = (
+    "From each node's MLflow system metrics (tracking.system_metrics): peaks over "
+    "its samples, the GPU's utilisation averaged over them and its GPUs."
+)
 MODEL_COLUMNS = ["variant", "seed", "model of", "transformers folder", "MLflow registered version"]
 MODELS_NOTE = ("Load a folder with transformers.AutoModelForCausalLM.from_pretrained(folder, "
                "trust_remote_code=True); a version with mlflow.pyfunc.load_model(uri). In the "
@@ -129,6 +134,9 @@ def markdown(
     lines += ["", untested_line(untested, settings.variants)] if untested else []
     if models:
         lines += ["", "## Models", "", MODELS_NOTE, "", *_md_table(MODEL_COLUMNS, list(models))]
+    if settings.system:
+        lines += ["", "## System (per node)", "", SYSTEM_NOTE, "",
+                  *_md_table(SYSTEM_COLUMNS, settings.system)]  # fmt: skip
     lines += ["", "## Figures", ""]
     for f in figures:
         lines += [f"### {f.title}", ""]
@@ -176,6 +184,8 @@ def to_html(
         f"<p>{html.escape(untested_line(untested, settings.variants))}</p>" if untested else "",
         *(["<h2>Models</h2>", f"<p>{html.escape(MODELS_NOTE)}</p>",
            _html_table(MODEL_COLUMNS, list(models))] if models else []),
+        *(["<h2>System (per node)</h2>", f"<p>{html.escape(SYSTEM_NOTE)}</p>",
+           _html_table(SYSTEM_COLUMNS, settings.system)] if settings.system else []),
         "<h2>Figures</h2>",
     ]  # fmt: skip
     for f in figures:
