@@ -256,6 +256,29 @@ def test_entry_without_logins_off_loopback_warns(
             process.wait(timeout=60)
 
 
+def test_ui_off_loopback_warns(tmp_path: Path) -> None:
+    """`python -m ssmax.tracking.ui --host 0.0.0.0` (the local viewer, never with logins):
+    it serves, and says on stderr that anyone can; `make mlflow-ui` stays on 127.0.0.1."""
+    from ssmax.tracking import create_sqlite_store, default_store
+
+    create_sqlite_store(default_store(tmp_path), None)
+    port = free_port("0.0.0.0")
+    command = [sys.executable, "-m", "ssmax.tracking.ui", "--output-dir", str(tmp_path),
+               "--host", "0.0.0.0", "--port", str(port)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert "MLflow UI:" in read_until(process, "MLflow UI:")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        err = process.stderr.read().decode()
+        assert f"warning: serving without logins on 0.0.0.0:{port}" in err, err
+        assert "`make mlflow-server` serves with logins" in err
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)  # its handler stops the server's group
+            process.wait(timeout=60)
+
+
 def test_nodes_creating_the_experiment_at_once_share_it(
     tracking_server: TrackingServer, tmp_path: Path
 ) -> None:

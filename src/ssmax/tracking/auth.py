@@ -42,10 +42,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def open_warning(host: str, port: int) -> str:
+def open_warning(
+    host: str, port: int, remedy: str = "leave AUTH=off out to require a login"
+) -> str:
     return (
         f"warning: serving without logins on {host}:{port}: whoever reaches this machine can "
-        "read, change and delete every run and model (leave AUTH=off out to require a login)"
+        f"read, change and delete every run and model ({remedy})"
     )
 
 

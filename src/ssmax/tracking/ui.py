@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssmax.tracking import STORE_FILE, default_store
+from ssmax.tracking.auth import is_loopback, open_warning
 
 
 @dataclass
@@ -274,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
               f"make mlflow-ui PORT={free_port(args.host)}", file=sys.stderr)  # fmt: skip
         return 2
+    if not is_loopback(args.host):  # this viewer has no logins; make mlflow-server has
+        remedy = "`make mlflow-server` serves with logins"
+        print(open_warning(args.host, args.port, remedy), file=sys.stderr, flush=True)
     return serve_until_stopped(
         lambda: start_ui(args.output_dir, args.port, args.host),
         lambda server: (
