@@ -18,6 +18,7 @@ from pathlib import Path
 ADMIN = "admin"
 PASSWORD_FILE = "admin-password"
 SECRET_KEY_FILE = "flask-secret-key"  # signs the UI's CSRF tokens; kept across restarts
+SECRET_KEY_ENV = "MLFLOW_FLASK_SERVER_SECRET_KEY"
 USERS_DB = "basic_auth.db"
 CONFIG_FILE = "basic_auth.ini"
 ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_PASSWORD"  # MLflow's own setting
@@ -30,6 +31,7 @@ PERMISSIONS = ("READ", "USE", "EDIT", "MANAGE", "NO_PERMISSIONS")
 class Logins:
     env: dict[str, str] = field(default_factory=dict)  # for the server process only
     admin_password: str = ""  # where the admin's password is, in words (never the password)
+    admin: str = ADMIN  # MLFLOW_AUTH_ADMIN_USERNAME, MLflow's setting, names another
 
 
 def is_loopback(host: str) -> bool:
@@ -91,12 +93,14 @@ def prepare(folder: Path, default_permission: str) -> Logins:
         f"admin_username = {ADMIN}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
     )
-    key = kept_secret(folder / SECRET_KEY_FILE)
-    logins = Logins({"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_FLASK_SERVER_SECRET_KEY": key})
+    # a key of the user's own (several servers behind one name share it) or ours
+    key = os.environ.get(SECRET_KEY_ENV) or kept_secret(folder / SECRET_KEY_FILE)
+    logins = Logins({"MLFLOW_AUTH_CONFIG_PATH": str(config), SECRET_KEY_ENV: key})
+    logins.admin = os.environ.get("MLFLOW_AUTH_ADMIN_USERNAME") or ADMIN
     secret = folder / PASSWORD_FILE
     if os.environ.get(ADMIN_PASSWORD_ENV) is not None:
-        state = "the one it was made with" if users.exists() else f"${ADMIN_PASSWORD_ENV}"
-        logins.admin_password = state
+        given = f"from ${ADMIN_PASSWORD_ENV}"
+        logins.admin_password = "the one it was made with" if users.exists() else given
     elif secret.exists():
         logins.env[ADMIN_PASSWORD_ENV] = secret.read_text().strip()
         logins.admin_password = f"in {secret}"

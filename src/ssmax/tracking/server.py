@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 def login_lines(logins: auth.Logins) -> str:
     """How users log in: the admin's password is named by where it is, never shown."""
     return (
-        f"logins: on; admin user '{auth.ADMIN}', its password {logins.admin_password}; "
+        f"logins: on; admin user '{logins.admin}', its password {logins.admin_password}; "
         "more users: docs/cluster-and-tracking.md\n"
         f"clients log in through the environment: MLFLOW_TRACKING_USERNAME and "
         "MLFLOW_TRACKING_PASSWORD\n"
