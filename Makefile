@@ -22,10 +22,12 @@ SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
 OUTPUT_DIR ?= outputs
 PORT ?= 5000
-# make mlflow-server: its folder (sqlite store, artifacts, log), the address it listens on
-# (0.0.0.0: every node of the cluster), any SQLAlchemy store and artifact destination instead
+# make mlflow-server: its folder (sqlite store, artifacts, log, users), the address it listens on
+# (0.0.0.0: every node of the cluster), any SQLAlchemy store and artifact destination instead;
+# AUTH=off: no logins (anyone who reaches it; a warning unless HOST is loopback)
 SERVER_DIR ?= outputs/mlflow-server
 HOST ?= 127.0.0.1
+AUTH ?= on
 BACKEND_STORE_URI ?=
 ARTIFACTS_DESTINATION ?=
 # make report: the server a pipeline tracked on (its tracking.tracking_uri), if not the sqlite
@@ -71,8 +73,8 @@ export: setup ## A finished node as a transformers folder (NODE=sft/b_ssmax/seed
 mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-C stops it)
 	$(PY) -m ssmax.tracking.ui --output-dir $(OUTPUT_DIR) --port $(PORT)
 
-mlflow-server: setup ## A tracking server for clusters: HOST=0.0.0.0 PORT=5000 (BACKEND_STORE_URI=postgresql://...); prints the tracking.tracking_uri to set
-	$(PY) -m ssmax.tracking.server --dir $(SERVER_DIR) --host $(HOST) --port $(PORT) \
+mlflow-server: setup ## A tracking server for clusters with logins: HOST=0.0.0.0 PORT=5000 (AUTH=off BACKEND_STORE_URI=postgresql://...); prints the tracking.tracking_uri to set and where the admin password is
+	$(PY) -m ssmax.tracking.server --dir $(SERVER_DIR) --host $(HOST) --port $(PORT) --auth $(AUTH) \
 		$(if $(BACKEND_STORE_URI),--backend-store-uri '$(BACKEND_STORE_URI)') \
 		$(if $(ARTIFACTS_DESTINATION),--artifacts-destination '$(ARTIFACTS_DESTINATION)')
 

@@ -20,7 +20,12 @@ from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.run import compose_pipeline, plan
 from ssmax.pipeline.slurm import node_states, read_book
 from ssmax.tracking import tracking_uri
-from tests.tracking_fixtures import assert_all_on_server
+from tests.tracking_fixtures import (
+    TrackingServer,
+    assert_all_on_server,
+    assert_nothing_secret_logged,
+    leaks,
+)
 
 pytestmark = pytest.mark.slurm
 B_ONLY = "pipeline.variants=[b_ssmax]"  # 8 nodes: enough for failures and profile checks
@@ -59,16 +64,16 @@ def parent_runs(overrides: list[str]) -> list:
 @pytest.fixture(scope="module")
 def smoke_dag(
     slurm_cluster,  # noqa: ANN001
-    tracking_server: tuple[str, Path],
+    tracking_server: TrackingServer,
     tmp_path_factory: pytest.TempPathFactory,
     shared_cache: Path,
 ) -> dict:
     """The smoke DAG on SLURM, tracked by a tracking server: submitted (the client returns),
     re-invoked while queued, then waited for with `--wait`."""
     out = tmp_path_factory.mktemp("slurm")
-    uri, artifacts = tracking_server
+    uri = tracking_server.uri
     overrides = smoke(out, shared_cache, F_AND_A, f"tracking.tracking_uri={uri}")
-    facts: dict = {"overrides": overrides, "out": out, "server": (uri, artifacts)}
+    facts: dict = {"overrides": overrides, "out": out, "server": tracking_server}
     before = job_count(slurm_cluster)
     cfg, jobs = plan(overrides)
     facts["tracked"] = (cfg.tracking.experiment, {job.name for job in jobs})  # the server check
@@ -129,9 +134,20 @@ def test_same_fingerprints_and_report_as_in_process(
 
 
 def test_everything_logged_on_the_server(smoke_dag: dict) -> None:
-    uri, artifacts = smoke_dag["server"]
+    """The jobs logged in as the submitting process did (sbatch passes its environment on)."""
+    server = smoke_dag["server"]
     experiment, nodes = smoke_dag["tracked"]
-    assert_all_on_server(uri, artifacts, smoke_dag["out"], experiment, nodes)
+    assert_all_on_server(server.uri, server.artifacts, smoke_dag["out"], experiment, nodes)
+
+
+def test_no_password_in_any_file_the_jobs_wrote(smoke_dag: dict) -> None:
+    """Not in the sbatch scripts, submitit's pickles and logs, the node folders, the report,
+    the server's store and log; nor in a param or tag."""
+    out, server = smoke_dag["out"], smoke_dag["server"]
+    scripts = list((out / "pipeline" / "slurm").rglob("*_submission.sh"))
+    assert scripts and list((out / "pipeline" / "slurm").rglob("*.pkl"))  # what was searched
+    assert leaks(server, out) == []
+    assert_nothing_secret_logged(server, smoke_dag["tracked"][0])
 
 
 def test_after_completion_nothing_is_submitted(smoke_dag: dict, slurm_cluster, capsys) -> None:

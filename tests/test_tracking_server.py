@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -23,9 +22,21 @@ from mlflow import MlflowClient
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
+from ssmax.tracking import auth
+from ssmax.tracking.reach import check_reachable
 from ssmax.tracking.server import main as server_main
 from ssmax.tracking.ui import free_port
-from tests.tracking_fixtures import assert_all_on_server, group_gone
+from tests.tracking_fixtures import (
+    TrackingServer,
+    assert_all_on_server,
+    assert_nothing_secret_logged,
+    group_gone,
+    leaks,
+    logged_in,
+    read_until,
+    server_group,
+    start_entry,
+)
 
 pytestmark = pytest.mark.slow
 # one variant covers every kind of node: two trainings (pretrain, sft: Lightning's runs with
@@ -42,13 +53,16 @@ def _pipeline(out: Path, cache: Path, uri: str, experiment: str, *extra: str) ->
 
 
 def test_pipeline_in_process_against_a_server(
-    tracking_server: tuple[str, Path], tmp_path: Path, shared_cache: Path, capsys
+    tracking_server: TrackingServer, tmp_path: Path, shared_cache: Path, capsys
 ) -> None:
-    uri, artifacts = tracking_server
+    """Logged in through the environment (tracking_server): everything on the server, and no
+    file the run wrote, no param or tag, nothing it said holds a password."""
+    uri, artifacts = tracking_server.uri, tracking_server.artifacts
     out = tmp_path / "out"
     overrides = _pipeline(out, shared_cache, uri, "inprocess")
     assert main(["run", *overrides]) == 0
-    said = capsys.readouterr().out  # the server's UI on its training view, not `mlflow ui`
+    captured = capsys.readouterr()
+    said = captured.out  # the server's UI on its training view, not `mlflow ui`
     exp = MlflowClient(uri).get_experiment_by_name("inprocess")
     assert f"browse: open {uri}/#/experiments/{exp.experiment_id}/runs?workflowType=" in said
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
@@ -62,16 +76,20 @@ def test_pipeline_in_process_against_a_server(
     assert (rebuilt / "report.md").exists()
     assert report_main(["--output-dir", str(out)]) == 2  # no sqlite: it asks for the URI
     assert "--tracking-uri http://HOST:PORT" in capsys.readouterr().err
+    assert leaks(tracking_server, tmp_path) == []
+    assert_nothing_secret_logged(tracking_server, "inprocess")
+    told = captured.out + captured.err
+    assert not any(value in told for value in tracking_server.secrets.values())
 
 
 def test_each_folders_report_is_of_its_own_run_on_a_shared_server(
-    tracking_server: tuple[str, Path], tmp_path: Path, shared_cache: Path, capsys
+    tracking_server: TrackingServer, tmp_path: Path, shared_cache: Path, capsys
 ) -> None:
     """Two pipelines, folders b then a, track on one server: b's report is of b's pipeline run,
     not of the server's latest (a's: it named a's run, whose nodes b holds too, same
     fingerprints). Each folder records its run (pipeline/mlflow_run.json); a folder without
     that record asks for --run-id rather than guess on a server."""
-    uri, _ = tracking_server
+    uri = tracking_server.uri
     # the pretrain node alone; seeds named: the report reads its settings from that node's
     # config, where the declaration's seeds are not filled in
     only = ("pipeline.targets=[pretrain]", "pipeline.seeds=[0]")
@@ -99,33 +117,31 @@ def test_each_folders_report_is_of_its_own_run_on_a_shared_server(
     assert f"({b_run.info.run_id})" in (tmp_path / "old" / "report.md").read_text()
 
 
-def _read_until(process: subprocess.Popen, text: str, deadline_s: float = 120.0) -> str:
-    """The server's stdout up to text (a generous deadline: it imports MLflow and starts
-    uvicorn, tens of seconds on a loaded machine). Unbuffered reads: select sees the pipe."""
-    seen, end = b"", time.monotonic() + deadline_s
-    fd = process.stdout.fileno()
-    while text.encode() not in seen and time.monotonic() < end and process.poll() is None:
-        if select.select([fd], [], [], 1.0)[0]:
-            seen += os.read(fd, 4096)
-    return seen.decode()
-
-
-def start_entry(folder: Path, port: int, stdout: int) -> subprocess.Popen:
-    """`python -m ssmax.tracking.server` over folder on port."""
-    command = [sys.executable, "-m", "ssmax.tracking.server", "--dir", str(folder), "--port"]
-    return subprocess.Popen([*command, str(port)], stdout=stdout)
-
-
-def test_entry_serves_says_the_uri_and_stops_its_group(tmp_path: Path) -> None:
+def test_entry_serves_says_the_uri_and_stops_its_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Logins on by default: the admin's password made at random into a file only its owner
+    reads, named in the banner and shown nowhere; a client needs a login."""
     port = free_port()
     process = start_entry(tmp_path, port, subprocess.PIPE)
     pgid = None
     try:
-        said = _read_until(process, "tracking.tracking_uri=")
+        said = read_until(process, "tracking.tracking_uri=")
         uri = f"http://127.0.0.1:{port}"
         assert f"tracking.tracking_uri={uri}" in said, said
-        pgid = int(said.split("process group ")[1].split(")")[0])
+        pgid = server_group(said)
         assert pgid != os.getpgid(process.pid)  # the server in a group of its own
+        secret = tmp_path / auth.PASSWORD_FILE
+        assert f"admin user 'admin', its password in {secret} (made now, mode 600)" in said
+        assert secret.stat().st_mode & 0o777 == 0o600 and tmp_path.stat().st_mode & 0o777 == 0o700
+        password = secret.read_text().strip()
+        assert len(password) >= 24 and password not in said
+        assert password not in (tmp_path / f"mlflow-ui-{port}.log").read_text()
+        monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+        monkeypatch.delenv("MLFLOW_TRACKING_PASSWORD", raising=False)
+        assert "needs a login (HTTP 401)" in check_reachable(uri)
+        logged_in(monkeypatch, auth.ADMIN, password)
+        assert check_reachable(uri) is None
         client = MlflowClient(uri)
         exp = client.get_experiment(client.create_experiment("e"))
         assert exp.artifact_location.startswith("mlflow-artifacts:")
@@ -153,8 +169,10 @@ def test_entry_restarts_at_once_on_the_port_it_stopped_on(tmp_path: Path) -> Non
     port = free_port()
     first = start_entry(tmp_path, port, subprocess.PIPE)
     second = None
+    secret = tmp_path / auth.PASSWORD_FILE
     try:
-        assert "tracking.tracking_uri=" in _read_until(first, "tracking.tracking_uri=")
+        assert "tracking.tracking_uri=" in read_until(first, "tracking.tracking_uri=")
+        password = secret.read_text()
         with socket.create_connection(("127.0.0.1", port), timeout=30) as held:  # keep-alive
             held.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert held.recv(4096).startswith(b"HTTP/1.1 200")
@@ -165,8 +183,9 @@ def test_entry_restarts_at_once_on_the_port_it_stopped_on(tmp_path: Path) -> Non
         with socket.socket() as plain, pytest.raises(OSError):  # the case: a bind without
             plain.bind(("127.0.0.1", port))  # SO_REUSEADDR is refused
         second = start_entry(tmp_path, port, subprocess.PIPE)
-        said = _read_until(second, "tracking.tracking_uri=")
+        said = read_until(second, "tracking.tracking_uri=")
         assert f"tracking.tracking_uri=http://127.0.0.1:{port}" in said, said
+        assert f"its password in {secret};" in said and secret.read_text() == password  # kept
         second.send_signal(signal.SIGTERM)
         assert second.wait(timeout=60) == 0
     finally:
@@ -193,8 +212,75 @@ def test_entry_refuses_bad_input_in_one_line(tmp_path: Path, capsys) -> None:
         assert err.count("\n") == 1 and "cannot write to" in err and str(blocker) in err
 
 
+@pytest.mark.parametrize(
+    ("password", "said"),
+    [("password1234", "old default password is public"), ("short", "5 characters")],
+)
+def test_entry_refuses_an_admin_password_mlflow_would_refuse_in_one_line(
+    tmp_path: Path, password: str, said: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """MLFLOW_AUTH_ADMIN_PASSWORD that MLflow refuses (its old default, under 12 characters):
+    one line before anything is made (MLflow itself: a traceback in the server's log)."""
+    monkeypatch.setenv(auth.ADMIN_PASSWORD_ENV, password)
+    folder = tmp_path / "server"
+    assert server_main(["--dir", str(folder), "--port", str(free_port())]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and auth.ADMIN_PASSWORD_ENV in err and said in err, err
+    assert not folder.exists()
+
+
+def test_entry_without_logins_off_loopback_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make mlflow-server HOST=0.0.0.0 AUTH=off`: it serves anyone, and says so on stderr;
+    no login is made."""
+    for name in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
+        monkeypatch.delenv(name, raising=False)
+    port = free_port("0.0.0.0")
+    process = start_entry(tmp_path, port, subprocess.PIPE, "--host", "0.0.0.0", "--auth", "off",
+                          stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        said = read_until(process, "tracking.tracking_uri=")
+        assert "logins: off (anyone who reaches it)" in said, said
+        assert check_reachable(f"http://127.0.0.1:{port}") is None  # no login asked for
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        err = process.stderr.read().decode()
+        assert f"warning: serving without logins on 0.0.0.0:{port}" in err, err
+        assert "AUTH=off" in err
+        assert not (tmp_path / auth.PASSWORD_FILE).exists()
+        assert not (tmp_path / auth.USERS_DB).exists()
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)  # its handler stops the server's group
+            process.wait(timeout=60)
+
+
+def test_ui_off_loopback_warns(tmp_path: Path) -> None:
+    """`python -m ssmax.tracking.ui --host 0.0.0.0` (the local viewer, never with logins):
+    it serves, and says on stderr that anyone can; `make mlflow-ui` stays on 127.0.0.1."""
+    from ssmax.tracking import create_sqlite_store, default_store
+
+    create_sqlite_store(default_store(tmp_path), None)
+    port = free_port("0.0.0.0")
+    command = [sys.executable, "-m", "ssmax.tracking.ui", "--output-dir", str(tmp_path),
+               "--host", "0.0.0.0", "--port", str(port)]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert "MLflow UI:" in read_until(process, "MLflow UI:")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+        err = process.stderr.read().decode()
+        assert f"warning: serving without logins on 0.0.0.0:{port}" in err, err
+        assert "`make mlflow-server` serves with logins" in err
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)  # its handler stops the server's group
+            process.wait(timeout=60)
+
+
 def test_nodes_creating_the_experiment_at_once_share_it(
-    tracking_server: tuple[str, Path], tmp_path: Path
+    tracking_server: TrackingServer, tmp_path: Path
 ) -> None:
     """Jobs on several nodes may each find no experiment and create it (no file lock spans
     machines): the server refuses the second create, and that job reads the first's back."""
@@ -206,7 +292,7 @@ def test_nodes_creating_the_experiment_at_once_share_it(
     from ssmax.config import compose
     from ssmax.tracking import ensure_experiment
 
-    uri, _ = tracking_server
+    uri = tracking_server.uri
     cfg = compose(f"paths.output_dir={tmp_path}", f"tracking.tracking_uri={uri}",
                   "tracking.experiment=raced")  # fmt: skip
     start = Barrier(4)

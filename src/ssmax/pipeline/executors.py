@@ -159,7 +159,8 @@ class _Worker:
         logs.mkdir(parents=True, exist_ok=True)
         self.log_path = logs / f"{job.name.replace('/', '.')}.log"
         self.conn, child = context.Pipe(duplex=False)
-        self.process = context.Process(target=_work, args=(job, str(self.log_path), child))
+        login = tracking_login()  # in memory only: never in the job, its log or a file
+        self.process = context.Process(target=_work, args=(job, str(self.log_path), child, login))
         self.start = time.monotonic()
         self.process.start()
         child.close()
@@ -189,8 +190,21 @@ class _Worker:
         return None, None
 
 
-def _work(job: NodeJob, log_path: str, conn: Any) -> None:
-    """The worker: output to the node's log file, the record (or the error's last line) back."""
+LOGIN_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
+
+
+def tracking_login() -> dict[str, str]:
+    """The tracking server's login in this process's environment now (ssmax.tracking.auth)."""
+    return {name: os.environ[name] for name in LOGIN_VARIABLES if name in os.environ}
+
+
+def _work(job: NodeJob, log_path: str, conn: Any, login: dict[str, str]) -> None:
+    """The worker: output to the node's log file, the record (or the error's last line) back.
+    It logs in as the pipeline does now: the forkserver it forks from keeps the environment
+    it started with, which may be older (a process that ran a pipeline, then logged in)."""
+    for name in LOGIN_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(login)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

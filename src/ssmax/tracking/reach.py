@@ -5,7 +5,9 @@ costs seconds and one line, not MLflow's four minutes of retries and a traceback
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from ssmax.tracking import is_server, tracking_uri
 
@@ -69,6 +71,46 @@ def not_mlflow(reply: Any) -> str | None:
     return f"HTTP {reply.status_code}, {kind}"
 
 
+def without_user(uri: str) -> str:
+    """uri without its user part (http://user:pw@host -> http://host)."""
+    parsed = urlparse(uri)
+    return parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
+
+
+def password_in(uri: str, setting: str) -> str | None:
+    """One line when uri holds a password (http://user:pw@host): the config, and with it the
+    URI, is logged to MLflow and written beside every node; credentials stay in the
+    environment. The line shows uri without its user part."""
+    if urlparse(uri).password is None:
+        return None
+    way = ("set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD instead" if is_server(uri)
+           else "give the database's password through its own file (~/.pgpass) or use a "
+           "tracking server (`make mlflow-server BACKEND_STORE_URI=...`)")  # fmt: skip
+    return (f"{setting}={without_user(uri)}: a password in the tracking URI would be logged "
+            f"and written with the config; drop it and {way}")  # fmt: skip
+
+
+def refused(status: int) -> str:
+    """What a server's 401 or 403 means for this client's credentials (environment variables,
+    or ~/.mlflow/credentials, as MLflow reads them), in words; never the password itself."""
+    from mlflow.utils.credentials import read_mlflow_creds
+
+    creds = read_mlflow_creds()
+    if status == 403 and creds.username:
+        return (f"lets user {creds.username!r} in but refuses this request (HTTP 403): ask its "
+                "admin for permission")  # fmt: skip
+    if creds.username and creds.password:
+        return (f"refused the credentials of user {creds.username!r} (HTTP {status}): check "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD")  # fmt: skip
+    if os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        return (f"refused MLFLOW_TRACKING_TOKEN (HTTP {status}): set MLFLOW_TRACKING_USERNAME and "
+                "MLFLOW_TRACKING_PASSWORD for a server with logins")  # fmt: skip
+    missing = " and ".join(name for name, value in (("MLFLOW_TRACKING_USERNAME", creds.username),
+                           ("MLFLOW_TRACKING_PASSWORD", creds.password)) if not value)  # fmt: skip
+    return (f"needs a login (HTTP {status}): set {missing} (`make mlflow-server` says where its "
+            "admin's password is)")  # fmt: skip
+
+
 def check_reachable(
     uri: str, timeout: float = PROBE_TIMEOUT_S, setting: str = "tracking.tracking_uri",
     otherwise: str = LOCAL_STORE,
@@ -76,7 +118,7 @@ def check_reachable(
     """None when uri is a store MLflow keeps runs at and, for a tracking server, one that
     answers as MLflow does; else one line on what to do (setting: the option that named uri;
     otherwise: the way out besides the server). Local stores (sqlite, files) are not opened."""
-    problem = unsupported_scheme(uri, setting)
+    problem = password_in(uri, setting) or unsupported_scheme(uri, setting)
     if problem or not is_server(uri):
         return problem
     from mlflow.exceptions import MlflowException
@@ -86,11 +128,8 @@ def check_reachable(
     except MlflowException as err:
         return (f"{setting}={uri} is unreachable ({why(err, timeout)}): start the server "
                 f"(e.g. `make mlflow-server`) or {otherwise}")  # fmt: skip
-    if reply.status_code in (401, 403):  # an MLflow server with authentication
-        return (
-            f"{setting}={uri} refuses this client (HTTP {reply.status_code}): set "
-            "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN)"
-        )
+    if reply.status_code in (401, 403):  # an MLflow server with logins
+        return f"{setting}={uri} {refused(reply.status_code)}"
     answer = not_mlflow(reply)
     if answer:
         return (f"{setting}={uri} answers but not as an MLflow tracking server does ({answer} "

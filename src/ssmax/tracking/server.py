@@ -6,7 +6,9 @@ store (default: sqlite in --dir; any SQLAlchemy URI with --backend-store-uri, e.
 for many nodes) that proxies every artifact to --artifacts-destination (default: --dir's
 artifacts/ folder; or s3://...). It prints the `tracking.tracking_uri=...` to set and serves
 until Ctrl-C, SIGTERM or SIGHUP, or until its parent dies, then stops the server and its
-workers (ssmax.tracking.ui.serve_until_stopped).
+workers (ssmax.tracking.ui.serve_until_stopped). It lets in only its users (MLflow's basic-auth
+app, ssmax.tracking.auth); `--auth off` serves without logins, with a warning unless on a
+loopback address.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ssmax.tracking import default_store, sqlite_file
+from ssmax.tracking import auth, default_store, sqlite_file
 from ssmax.tracking.ui import (
     free_port,
     port_in_use,
@@ -67,8 +69,20 @@ def unwritable(folder: Path) -> str | None:
     return None
 
 
+def hide_password(uri: str) -> str:
+    """uri with the password of its user part (postgresql://user:pw@host/db) as ***."""
+    parsed = urlparse(uri)
+    if parsed.password is None:
+        return uri
+    netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@", 1)
+    return parsed._replace(netloc=netloc).geturl()
+
+
 def check(args: argparse.Namespace) -> str | None:
     """One line on what is wrong with the arguments, or None."""
+    bad_password = auth.bad_admin_password() if args.auth == "on" else None
+    if bad_password:
+        return bad_password
     folders = [("--dir", Path(args.dir))]
     db = sqlite_file(args.backend_store_uri)
     if db is not None:
@@ -97,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0: reachable from other nodes")
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--allowed-hosts", help="Host headers served, comma-separated")
+    parser.add_argument("--auth", choices=("on", "off"), default="on",
+                        help="on: only its users get in (MLflow basic auth); off: anyone who "
+                        "reaches it (a warning unless --host is a loopback address)")  # fmt: skip
+    parser.add_argument("--default-permission", choices=auth.PERMISSIONS, default="EDIT",
+                        help="what every user may do with runs others made (EDIT: read and "
+                        "log, not delete)")  # fmt: skip
     args = parser.parse_args(argv)
     folder = Path(args.dir).resolve()
     args.backend_store_uri = args.backend_store_uri or default_store(folder)
@@ -109,18 +129,36 @@ def main(argv: list[str] | None = None) -> int:
     destination = artifacts.resolve().as_uri() if artifacts else args.artifacts_destination
     hosts = args.allowed_hosts.split(",") if args.allowed_hosts else allowed_hosts(args.host)
     uri = f"http://{client_host(args.host)}:{args.port}"
+    logins = None
+    if args.auth == "on":
+        folder.chmod(0o700)  # its store and users table: read through the server only
+        logins = auth.prepare(folder, args.default_permission)
+    elif not auth.is_loopback(args.host):
+        print(auth.open_warning(args.host, args.port), file=sys.stderr, flush=True)
     return serve_until_stopped(
         lambda: start_ui(
             folder, args.port, args.host, args.backend_store_uri,
             artifacts_destination=destination, allowed_hosts=hosts,
+            logins=logins.env if logins else None,
         ),
         lambda server: (
             f"MLflow tracking server: {uri}, its UI at {training_view(uri)}  "
-            f"(store: {args.backend_store_uri}; artifacts: "
+            f"(store: {hide_password(args.backend_store_uri)}; artifacts: "
             f"{destination}; log: {server.log}; process group {server.process.pid})\n"
-            f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)"
+            + (login_lines(logins) if logins else "logins: off (anyone who reaches it)\n")
+            + f"run against it with:  tracking.tracking_uri={uri}   (Ctrl-C stops it)"
         ),
     )  # fmt: skip
+
+
+def login_lines(logins: auth.Logins) -> str:
+    """How users log in: the admin's password is named by where it is, never shown."""
+    return (
+        f"logins: on; admin user '{logins.admin}', its password {logins.admin_password}; "
+        "more users: docs/cluster-and-tracking.md\n"
+        f"clients log in through the environment: MLFLOW_TRACKING_USERNAME and "
+        "MLFLOW_TRACKING_PASSWORD\n"
+    )
 
 
 if __name__ == "__main__":

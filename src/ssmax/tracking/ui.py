@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssmax.tracking import STORE_FILE, default_store
+from ssmax.tracking.auth import is_loopback, open_warning
 
 
 @dataclass
@@ -63,12 +64,14 @@ def start_ui(
     output_dir: str | Path, port: int | None = None, host: str = "127.0.0.1",
     backend_uri: str | None = None, timeout: float = 120.0,
     artifacts_destination: str | None = None, allowed_hosts: list[str] | None = None,
+    logins: dict[str, str] | None = None,
 ) -> UIServer:  # fmt: skip
     """Start `mlflow server` on the store of output_dir and wait until /health answers.
 
     artifacts_destination: where the server keeps the artifacts it proxies for its clients
     (ssmax.tracking.server); allowed_hosts: the Host headers it answers (MLflow's default:
-    localhost and private addresses)."""
+    localhost and private addresses); logins: the environment of MLflow's basic-auth app
+    (ssmax.tracking.auth), which then lets in only its users."""
     port = port or free_port(host)
     log = Path(output_dir) / f"mlflow-ui-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -84,6 +87,9 @@ def start_ui(
         command += ["--serve-artifacts", "--artifacts-destination", artifacts_destination]
     if allowed_hosts:
         command += ["--allowed-hosts", ",".join(allowed_hosts)]
+    if logins is not None:
+        command += ["--app-name", "basic-auth"]
+        env |= logins
     command = die_with_this_thread(command)
     server = None
     try:  # a signal or Ctrl-C while it starts stops it too
@@ -269,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --port {args.port} on {args.host} is in use ({busy}); pick another, e.g. "
               f"make mlflow-ui PORT={free_port(args.host)}", file=sys.stderr)  # fmt: skip
         return 2
+    if not is_loopback(args.host):  # this viewer has no logins; make mlflow-server has
+        remedy = "`make mlflow-server` serves with logins"
+        print(open_warning(args.host, args.port, remedy), file=sys.stderr, flush=True)
     return serve_until_stopped(
         lambda: start_ui(args.output_dir, args.port, args.host),
         lambda server: (
