@@ -201,6 +201,9 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
             logger.finalize("failed")
             _drain(logger)
         raise
+    except BaseException:  # a requeue's exit, Ctrl-C: the last sample before the process goes
+        _stop(monitor)
+        raise
     _stop(monitor)
     _drain(logger)
     weights = run_dir / WEIGHTS_FILE
