@@ -73,6 +73,10 @@ def test_declared_config_counts_and_the_rest_does_not() -> None:
     assert key("pretrain", changed(cfg, "trainer.precision", "bf16-mixed")) != pretrain
     # not read: MLflow names, where files live and how many workers read them
     assert key("pretrain", changed(cfg, "tracking.experiment", "other")) == pretrain
+    assert key("pretrain", changed(cfg, "tracking.system_metrics", False)) == pretrain
+    assert key("eval_niah", changed(cfg, "tracking.system_metrics_interval_s", 1.0)) == key(
+        "eval_niah", cfg
+    )
     assert key("pretrain", changed(cfg, "data.cache_dir", "/elsewhere")) == pretrain
     assert key("pretrain", changed(cfg, "data.num_workers", 3)) == pretrain
     # an SFT setting reruns SFT, not pretraining ("data:lm" leaves the SFT keys out)

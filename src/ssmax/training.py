@@ -46,8 +46,8 @@ from ssmax.tracking import (
     run_tags,
     tracking_uri,
 )
+from ssmax.tracking.node_system import NodeSystemMetrics
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool, pending_line
-from ssmax.tracking.system import Log, SystemMetrics, node_label
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -175,12 +175,13 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
         (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     logger = build_logger(cfg, run_dir) if cfg.tracking.enabled and rank0 else False
-    monitor = start_system_metrics(cfg, logger)
+    # every rank: each node's first samples it (collective start); rank 0 alone knows the run
+    monitor = NodeSystemMetrics(cfg, run_dir) if tracks_system(cfg) else None
     save_at = {
         int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
     }
     try:  # a failure marks the MLflow run FAILED (Lightning does so inside fit only)
-        callbacks = build_callbacks(cfg, run_dir, save_at)
+        callbacks = build_callbacks(cfg, run_dir, save_at) + ([monitor] if monitor else [])
         trainer = build_trainer(cfg, total, accumulate, logger, callbacks)
         fit_metrics = {}
         if total > 0:
@@ -200,6 +201,9 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
             logger.finalize("failed")
             _drain(logger)
         raise
+    except BaseException:  # a requeue's exit, Ctrl-C: the last sample before the process goes
+        _stop(monitor)
+        raise
     _stop(monitor)
     _drain(logger)
     weights = run_dir / WEIGHTS_FILE
@@ -209,27 +213,12 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
 
 
-def start_system_metrics(cfg: DictConfig, logger: Any) -> SystemMetrics | None:
-    """The run's system metrics (tracking.system_metrics), through its logger: the spool for a
-    server (never waits), else straight into the store."""
-    if not logger or not cfg.tracking.get("system_metrics", True):
-        return None
-    if isinstance(logger, SpoolingMLFlowLogger):
-        log: Log = logger.log_system_metrics
-    else:
-
-        def log(metrics: dict[str, float], step: int) -> None:
-            from mlflow.entities import Metric
-
-            now = int(time.time() * 1000)
-            items = [Metric(k, v, now, step) for k, v in metrics.items()]
-            logger.experiment.log_batch(logger.run_id, metrics=items)
-
-    node = node_label(int(cfg.trainer.num_nodes), 0)  # rank 0 logs: its node's
-    return SystemMetrics(log, cfg.tracking.get("system_metrics_interval_s", 10.0), node).start()
+def tracks_system(cfg: DictConfig) -> bool:
+    """Whether the run logs system metrics (tracking.system_metrics, with tracking on)."""
+    return bool(cfg.tracking.enabled and cfg.tracking.get("system_metrics", True))
 
 
-def _stop(monitor: SystemMetrics | None) -> None:
+def _stop(monitor: NodeSystemMetrics | None) -> None:
     if monitor is not None:
         monitor.stop()
 

@@ -63,6 +63,12 @@ class ResumableMLFlowLogger(MLFlowLogger):
             return dict(metrics)
         return {k: v for k, v in metrics.items() if step > self._logged_through.get(k, -1)}
 
+    def next_step(self, prefix: str) -> int:
+        """The step after the last one the run holds of the metrics named prefix... (0: none),
+        where a resumed run's own counter goes on (its system metrics)."""
+        held = [s for k, s in self._logged_through.items() if k.startswith(prefix)]
+        return max(held, default=-1) + 1
+
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         metrics = self.unlogged(metrics, step)
         if metrics:

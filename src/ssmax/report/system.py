@@ -5,6 +5,7 @@ GPUs the peak memory and the mean utilisation ("-" without a GPU or without the 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 from typing import Any
 
 COLUMNS = ["node", "process peak MB", "host peak MB", "GPU peak MB", "GPU mean utilisation %"]
@@ -16,21 +17,27 @@ def _values(client: Any, run_id: str, keys: list[str]) -> list[float]:
     return [m.value for k in keys for m in client.get_metric_history(run_id, k)]
 
 
-def node_row(client: Any, node: str, run: Any) -> list[str] | None:
-    """The node's row from its run's system metrics (system/<name>, or system/node<k>/<name>
-    on a multi-node run); None when it has none."""
-    keys = [k for k in run.data.metrics if k.startswith("system/")]
-    if not keys:
-        return None
+def node_rows(client: Any, node: str, run: Any) -> list[list[str]]:
+    """The node's rows from its run's system metrics: one (system/<name>), or on a multi-node
+    run one per machine (system/node<k>/<name>: "<node> node<k>"); [] when it has none."""
+    machines: dict[str, list[str]] = defaultdict(list)
+    for key in run.data.metrics:
+        if key.startswith("system/"):
+            machines[key.removeprefix("system/").rpartition("/")[0]].append(key)
+    order = sorted(machines, key=lambda m: (len(m), m))  # node2 before node10
+    return [_row(client, run.info.run_id, f"{node} {m}".strip(), machines[m]) for m in order]
+
+
+def _row(client: Any, run_id: str, label: str, keys: list[str]) -> list[str]:
     name = {k: k.rsplit("/", 1)[1] for k in keys}
 
     def peak(match: Any) -> str:
-        found = _values(client, run.info.run_id, [k for k in keys if match(name[k])])
+        found = _values(client, run_id, [k for k in keys if match(name[k])])
         return f"{max(found):,.0f}" if found else "-"
 
     gpu = [k for k in keys if name[k].startswith("gpu_") and name[k].endswith(GPU_UTIL)]
-    util = _values(client, run.info.run_id, gpu)
-    return [node, peak(lambda n: n == PROCESS), peak(lambda n: n == HOST),
+    util = _values(client, run_id, gpu)
+    return [label, peak(lambda n: n == PROCESS), peak(lambda n: n == HOST),
             peak(lambda n: n.startswith("gpu_") and n.endswith(GPU_MEMORY)),
             f"{statistics.mean(util):.0f}" if util else "-"]  # fmt: skip
 
@@ -54,7 +61,5 @@ def system_rows(client: Any, parent: Any) -> list[list[str]]:
                 run = client.get_run(copy_id(client, source) or source)
             except MlflowException:
                 continue  # made where this store does not reach
-        row = node_row(client, node, run)
-        if row is not None:
-            rows.append(row)
+        rows += node_rows(client, node, run)
     return rows

@@ -6,9 +6,9 @@ memory, logged as `system/<name>` (`system/node<k>/<name>` on a multi-node run).
 Not MLflow's SystemMetricsMonitor, which asks the server whether the run still runs at every
 sample and joins its thread at the end: with a server away that is minutes of retries, and the
 end of training would wait for them; a run shorter than its interval logs nothing. Here the
-thread only samples and hands each window's means to `log` (training: its logger, whose spool
-never waits on a server), the last window is logged at stop, and stop waits a few seconds at
-most.
+thread samples at the end of each window and hands the sample to `log` (training: its logger,
+whose spool never waits on a server), the last (short) window is logged at stop, and stop
+waits a few seconds at most.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -43,15 +43,17 @@ def _monitors() -> list:
 
 
 class SystemMetrics:
-    """A thread that samples every `interval_s` and logs each window's means as one step."""
+    """A thread that samples every `interval_s` and logs each sample as one step (from
+    first_step: a resumed run goes on after the steps it holds)."""
 
-    def __init__(self, log: Log, interval_s: float, node: str | None = None) -> None:
+    def __init__(
+        self, log: Log, interval_s: float, node: str | None = None, first_step: int = 0
+    ) -> None:
         import psutil
 
-        self.log, self.interval_s, self.step = log, float(interval_s), 0
+        self.log, self.interval_s, self.step = log, float(interval_s), first_step
         self.prefix = f"system/{node}/" if node else "system/"
         self.monitors, self.process = _monitors(), psutil.Process()
-        self.rss: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="system-metrics", daemon=True)
 
@@ -65,33 +67,32 @@ class SystemMetrics:
         self._thread.join(STOP_WAIT_S)
 
     def _loop(self) -> None:
-        while True:
-            self._sample()
+        import psutil
+
+        # The first window's start. psutil keeps the last CPU reading per thread, and a
+        # thread's first one is 0.0: taken here, not at a window's end, it is never logged.
+        psutil.cpu_percent()
+        stopping = False
+        while not stopping:  # stop ends the last window early: it is logged all the same
             stopping = self._stop.wait(self.interval_s)
-            if stopping:  # the last window ends now
-                self._sample()
-            self._publish()
-            if stopping:
-                return
+            self._log_sample()
 
-    def _sample(self) -> None:
-        for monitor in self.monitors:
-            monitor.collect_metrics()
-        self.rss.append(self.process.memory_info().rss / 1e6)
-
-    def _publish(self) -> None:
-        metrics: dict[str, float] = {}
-        for monitor in self.monitors:
-            metrics |= monitor.aggregate_metrics()
-            monitor.clear_metrics()
-        if self.rss:
-            metrics["process_memory_megabytes"] = max(self.rss)
-            self.rss.clear()
+    def _log_sample(self) -> None:
+        """At a window's end: the CPU over the window, memory at its end."""
         try:
+            metrics = self._sample()
             self.log({self.prefix + k: float(v) for k, v in metrics.items()}, self.step)
         except Exception as err:  # noqa: BLE001 - metrics about the run never end the run
             log_.warning("system metrics not logged: %s", err)
         self.step += 1
+
+    def _sample(self) -> dict[str, float]:
+        metrics = {"process_memory_megabytes": self.process.memory_info().rss / 1e6}
+        for monitor in self.monitors:
+            monitor.collect_metrics()
+            metrics |= monitor.aggregate_metrics()
+            monitor.clear_metrics()
+        return metrics
 
 
 def for_run(cfg: DictConfig, run_id: str) -> SystemMetrics | None:
@@ -100,18 +101,23 @@ def for_run(cfg: DictConfig, run_id: str) -> SystemMetrics | None:
     if not cfg.tracking.get("system_metrics", True):
         return None
     from mlflow import MlflowClient
-    from mlflow.entities import Metric
 
     from ssmax.tracking import tracking_uri
 
-    client = MlflowClient(tracking_uri(cfg))
+    log = store_log(MlflowClient(tracking_uri(cfg)), run_id)
+    interval = cfg.tracking.get("system_metrics_interval_s", 10.0)
+    return SystemMetrics(log, interval, node_label(int(cfg.trainer.num_nodes), 0)).start()
+
+
+def store_log(client: Any, run_id: str) -> Log:
+    """A Log straight into the run (a client of its store)."""
+    from mlflow.entities import Metric
 
     def log(metrics: dict[str, float], step: int) -> None:
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
 
-    interval = cfg.tracking.get("system_metrics_interval_s", 10.0)
-    return SystemMetrics(log, interval, node_label(int(cfg.trainer.num_nodes), 0)).start()
+    return log
 
 
 def node_label(num_nodes: int, node_rank: int) -> str | None:
