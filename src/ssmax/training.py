@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import signal
 import sys
 import time
@@ -47,7 +46,7 @@ from ssmax.tracking import (
     tracking_uri,
 )
 from ssmax.tracking.node_system import NodeSystemMetrics
-from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool, pending_line
+from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -327,9 +326,6 @@ class SaveWeightsAt(L.Callback):
             atomic_torch_save(lit.model.state_dict(), path)
 
 
-_BAD_KEY = re.compile(r"[^a-zA-Z0-9_/. -]+")  # what MLflow refuses in a metric name
-
-
 class SpoolingMLFlowLogger(ResumableMLFlowLogger):
     """A ResumableMLFlowLogger whose metrics and final status go through a Spool in the run
     folder (ssmax.tracking.spool). The run is created (or reopened) at start, when the server
@@ -350,17 +346,12 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         metrics = self.unlogged(metrics, step)  # steps the run holds are dropped
-        now = int(time.time() * 1000)
-        rows = [[_BAD_KEY.sub("", k), float(v), now, step or 0]
-                for k, v in metrics.items() if not isinstance(v, str)]  # fmt: skip
-        if rows:
-            self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id, "metrics": rows})
+        numbers = {k: v for k, v in metrics.items() if not isinstance(v, str)}
+        self.spool.log_metrics(self._tracking_uri, self.run_id, numbers, step or 0)
 
     def log_system_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         """System metrics (ssmax.tracking.system) through the spool, their own steps."""
-        now = int(time.time() * 1000)
-        rows = [[_BAD_KEY.sub("", k), float(v), now, step] for k, v in metrics.items()]
-        self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id, "metrics": rows})
+        self.spool.log_metrics(self._tracking_uri, self.run_id, metrics, step)
 
     def finalize(self, status: str = "success") -> None:
         """The run's end status, queued behind its metrics (Lightning calls this after fit and
@@ -379,8 +370,4 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
     def drain(self, wait: float = DRAIN_WAIT_S) -> bool:
         """At the end of the run: wait up to `wait` s for the server; one line when some is
         left (in the run folder, for the next run or `python -m ssmax.report`)."""
-        done = self.spool.deliver(wait)
-        if not done:
-            print(pending_line(self.spool, self._tracking_uri), file=sys.stderr, flush=True)
-        self.spool.close()
-        return done
+        return self.spool.drain(wait)

@@ -8,8 +8,6 @@ through a spool of its own in the run folder (`system-node<k>/`, delivered as ra
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +64,7 @@ class NodeSystemMetrics(L.Callback):
         folder.mkdir(parents=True, exist_ok=True)
         self.spool = spool = Spool(folder / SPOOL_FILE)
 
-        def log(metrics: dict[str, float], step: int) -> None:
-            now = int(time.time() * 1000)
-            rows = [[k, float(v), now, step] for k, v in metrics.items()]
-            spool.append({"uri": uri, "run_id": run_id, "metrics": rows})
-
-        return log
+        return lambda metrics, step: spool.log_metrics(uri, run_id, metrics, step)
 
     def stop(self) -> None:
         """The last sample; another node's spool waits for its server as rank 0's does."""
@@ -79,10 +72,5 @@ class NodeSystemMetrics(L.Callback):
             self.monitor.stop()
             self.monitor = None
         if self.spool is not None:
-            from ssmax.tracking.spool import DRAIN_WAIT_S, pending_line
-
-            if not self.spool.deliver(DRAIN_WAIT_S):
-                line = pending_line(self.spool, self.spool.pending[0]["uri"])
-                print(line, file=sys.stderr, flush=True)
-            self.spool.close()
+            self.spool.drain()
             self.spool = None

@@ -30,10 +30,12 @@ import atexit
 import fcntl
 import json
 import math
+import re
 import sys
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ DRAIN_WAIT_S = 10.0  # at the end of a run: how long to wait for the server befo
 STOP_WAIT_S = 2.0  # a process that ends without closing its spool (a stop: SIGTERM, Ctrl-C)
 MAX_BATCH = 1000  # metrics per log-batch request (MLflow's limit)
 KEPT = "MLflow records kept in"  # the words of the line that says what stays for later
+_BAD_KEY = re.compile(r"[^a-zA-Z0-9_/. -]+")  # what MLflow refuses in a metric name
 _OPEN: weakref.WeakSet[Spool] = weakref.WeakSet()  # the process's spools not closed yet
 
 
@@ -94,6 +97,23 @@ class Spool:
             self.handle.flush()
             self.pending.append(record)
             self._wake.notify()
+
+    def log_metrics(self, uri: str, run_id: str, metrics: Mapping[str, float], step: int) -> None:
+        """Queue one step of a run's metrics (names MLflow would refuse cleaned of what it
+        refuses); returns at once."""
+        now = int(time.time() * 1000)
+        rows = [[_BAD_KEY.sub("", k), float(v), now, step] for k, v in metrics.items()]
+        if rows:
+            self.append({"uri": uri, "run_id": run_id, "metrics": rows})
+
+    def drain(self, wait: float = DRAIN_WAIT_S) -> bool:
+        """A run's end: wait up to `wait` s for the server, one line when some is left (in the
+        file, for the next run or `python -m ssmax.report`), release the file."""
+        done = self.deliver(wait)
+        if not done:
+            print(pending_line(self, self.pending[0]["uri"]), file=sys.stderr, flush=True)
+        self.close()
+        return done
 
     def deliver(self, wait: float) -> bool:
         """Deliver what is pending, trying until done or `wait` seconds have passed; True when
