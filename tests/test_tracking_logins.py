@@ -7,6 +7,7 @@ SLURM: test_tracking_server, test_pipeline_slurm)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
+from ssmax.tracking import auth
 from tests.tracking_fixtures import (
     RUNNER,
     TrackingServer,
@@ -37,6 +39,28 @@ REFUSED = {
     "a wrong password": ({LOGIN[0]: RUNNER, LOGIN[1]: WRONG},
                          ["refused the credentials of user 'runner' (HTTP 401)"]),
 }  # fmt: skip
+
+
+def test_a_checked_login_is_trusted_for_the_cache_window(tracking_server: TrackingServer) -> None:
+    """The server hashes a password (scrypt, ~0.1 s) once per login and window
+    (--login-cache-s, on by default), not on every request of a pipeline's thousands: the
+    runner's password changed behind the server's back (its users table) still works at once."""
+    from mlflow import MlflowClient
+    from werkzeug.security import generate_password_hash
+
+    client = MlflowClient(tracking_server.uri)
+    client.search_experiments()  # the runner's login checked, and kept
+    users = sqlite3.connect(tracking_server.home / auth.USERS_DB)
+    (old,) = users.execute("SELECT password_hash FROM users WHERE username=?", (RUNNER,)).fetchone()
+    try:
+        with users:
+            users.execute("UPDATE users SET password_hash=? WHERE username=?",
+                          (generate_password_hash("another-password-now"), RUNNER))  # fmt: skip
+        client.search_experiments()  # without the cache: HTTP 401
+    finally:
+        with users:
+            users.execute("UPDATE users SET password_hash=? WHERE username=?", (old, RUNNER))
+        users.close()
 
 
 @pytest.mark.parametrize("kind", list(REFUSED))

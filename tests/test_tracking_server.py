@@ -210,6 +210,10 @@ def test_entry_refuses_bad_input_in_one_line(tmp_path: Path, capsys) -> None:
         assert server_main(args + bad) == 2  # argparse: the later --dir wins
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "cannot write to" in err and str(blocker) in err
+    args = ["--dir", str(tmp_path / "ok"), "--port", str(free_port()), "--login-cache-s", "-1"]
+    assert server_main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--login-cache-s -1: expected seconds >= 0" in err
 
 
 @pytest.mark.parametrize(

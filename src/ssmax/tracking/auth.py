@@ -24,6 +24,10 @@ CONFIG_FILE = "basic_auth.ini"
 ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_PASSWORD"  # MLflow's own setting
 LEGACY_PASSWORD = "password1234"  # what older MLflow shipped; MLflow 3.17 refuses it too
 MIN_PASSWORD = 12  # MLflow's rule for any user's password
+# A choice: MLflow checks the password's hash (scrypt, ~0.1 s of server CPU) on every request
+# unless a checked login is cached; a pipeline makes thousands of requests. 60 s is MLflow's
+# own suggestion; a password changed through another worker may work that long.
+LOGIN_CACHE_S = 60
 PERMISSIONS = ("READ", "USE", "EDIT", "MANAGE", "NO_PERMISSIONS")
 
 
@@ -81,7 +85,7 @@ def kept_secret(path: Path) -> str:
     return path.read_text().strip()
 
 
-def prepare(folder: Path, default_permission: str) -> Logins:
+def prepare(folder: Path, default_permission: str, login_cache_s: int = LOGIN_CACHE_S) -> Logins:
     """The server's login settings in folder: its config file (no password in it) and the
     admin's password (from MLFLOW_AUTH_ADMIN_PASSWORD, the password file, or made now)."""
     users = folder / USERS_DB
@@ -92,6 +96,7 @@ def prepare(folder: Path, default_permission: str) -> Logins:
         f"database_uri = sqlite:///{users}\n"
         f"admin_username = {ADMIN}\n"
         "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+        f"auth_cache_ttl_seconds = {login_cache_s}\n"
     )
     # a key of the user's own (several servers behind one name share it) or ours
     key = os.environ.get(SECRET_KEY_ENV) or kept_secret(folder / SECRET_KEY_FILE)

@@ -83,6 +83,8 @@ def check(args: argparse.Namespace) -> str | None:
     bad_password = auth.bad_admin_password() if args.auth == "on" else None
     if bad_password:
         return bad_password
+    if args.login_cache_s < 0:
+        return f"--login-cache-s {args.login_cache_s}: expected seconds >= 0 (0: no cache)"
     folders = [("--dir", Path(args.dir))]
     db = sqlite_file(args.backend_store_uri)
     if db is not None:
@@ -117,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-permission", choices=auth.PERMISSIONS, default="EDIT",
                         help="what every user may do with runs others made (EDIT: read and "
                         "log, not delete)")  # fmt: skip
+    parser.add_argument("--login-cache-s", type=int, default=auth.LOGIN_CACHE_S,
+                        help="how long a checked login is trusted without hashing its password "
+                        "again (0: every request; a password changed elsewhere may work that "
+                        "long)")  # fmt: skip
     args = parser.parse_args(argv)
     folder = Path(args.dir).resolve()
     args.backend_store_uri = args.backend_store_uri or default_store(folder)
@@ -132,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     logins = None
     if args.auth == "on":
         folder.chmod(0o700)  # its store and users table: read through the server only
-        logins = auth.prepare(folder, args.default_permission)
+        logins = auth.prepare(folder, args.default_permission, args.login_cache_s)
     elif not auth.is_loopback(args.host):
         print(auth.open_warning(args.host, args.port), file=sys.stderr, flush=True)
     return serve_until_stopped(
