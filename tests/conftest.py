@@ -54,6 +54,19 @@ def first_pipeline_run(cfg: DictConfig) -> tuple[MlflowClient, Run]:
     return client, run
 
 
+@pytest.fixture
+def own_inductor_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that compiles with inductor: its own compile cache and no graph an earlier test
+    left in the worker. The shared /tmp cache gave compiled NaNs twice in a full suite (CI,
+    2026-11-26; never alone or with a fresh cache); a compile test checks our code, not that."""
+    import torch
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.fixture(scope="session")
 def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")

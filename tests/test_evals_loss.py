@@ -61,6 +61,7 @@ def test_batched_and_streamed_equal_one_at_a_time(variant: str) -> None:
 
 
 @pytest.mark.slow  # inductor compiles the forward on the CPU: ~20 s
+@pytest.mark.usefixtures("own_inductor_cache")
 def test_compiled_equals_eager() -> None:
     """trainer.compile's eval path (model, head and loss under torch.compile) gives the eager
     numbers to float32 rounding, batches of 2 then a short one of 1 included."""

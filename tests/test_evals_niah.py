@@ -276,6 +276,7 @@ def test_a_node_process_with_builder_processes_exits(data_cfg: DictConfig) -> No
 
 
 @pytest.mark.slow  # inductor compiles two graphs on the CPU: ~30 s
+@pytest.mark.usefixtures("own_inductor_cache")
 def test_compiled_decoding_is_eager_decoding_in_two_graphs(
     data_cfg: DictConfig, tokenizer: Tokenizer
 ) -> None:

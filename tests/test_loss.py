@@ -80,6 +80,7 @@ def lit(variant: str, objective: str, compile: bool) -> LitLM:
 @pytest.mark.parametrize(
     ("variant", "objective"), [("b_ssmax", "pretrain"), ("d_ssmax_bias", "sft")]
 )
+@pytest.mark.usefixtures("own_inductor_cache")
 def test_compiled_loss_equals_eager(variant: str, objective: str) -> None:
     """torch.compile (inductor, on the CPU here) of model + head + chunked cross-entropy gives
     the eager loss and gradients to float32 rounding (rtol 1e-5): fusion reorders sums."""
