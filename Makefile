@@ -88,7 +88,7 @@ train-all: setup ## Hydra multirun: pretrain the pipeline's from-scratch variant
 	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) $(ARGS)
 
 test: setup ## Run the test suite (what CI runs) in TEST_WORKERS=2 pytest-xdist workers (0: one process)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup ## Tests without the slow ones
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
