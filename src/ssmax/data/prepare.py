@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config import ConfigError, check_cli_choices, compose
 from ssmax.data.corpus import embedded_jsonl, embedded_sha, split_of
 from ssmax.data.hub import offline
+from ssmax.data.identity import listed_files
 from ssmax.data.shards import DTYPE, FORMAT, MANIFEST, read_manifest
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 from ssmax.io import atomic_dir, atomic_write_json
@@ -58,17 +59,13 @@ def inputs(data_cfg: DictConfig) -> tuple[dict[str, list[str]], dict[str, Any]]:
         missing = [s for s in SPLITS if s not in files]
         if missing:
             raise ConfigError(f"data.slimpajama_files has no {missing[0]} files")
-        by_split = {s: [str(Path(f).resolve()) for f in _listed(files[s])] for s in SPLITS}
+        by_split = {s: [str(Path(f).resolve()) for f in listed_files(files[s])] for s in SPLITS}
         return by_split, source
     fractions = {"val_fraction": data_cfg.val_fraction, "test_fraction": data_cfg.test_fraction}
     if data_cfg.val_fraction <= 0:
         raise ConfigError("data.val_fraction must be > 0 to split one file list")
     every = [str(Path(f).resolve()) for f in files]
     return {s: every for s in SPLITS}, source | fractions | {"hash_split": True}
-
-
-def _listed(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)
 
 
 def documents(files: list[str], split: str, hashed: list[float] | None) -> Iterator[str]:

@@ -86,8 +86,7 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     pending = [job for job in jobs if job.name not in states]
     # Longest remaining path first: the long pretrainings start before short evals that wait
     # on nothing (in DAG order, (c) and (d) pretrained only after (a)'s and (b)'s evals).
-    remaining = downstream_flops(plan_costs(cfg, jobs))
-    pending.sort(key=lambda job: -remaining[job.name])
+    pending.sort(key=lambda job: -job.remaining)
     running: dict[str, _Worker] = {}
     before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans
     try:
@@ -234,10 +233,13 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     from ssmax.tracking.ui import training_view
 
     start = time.perf_counter()
-    for job, cost in zip(jobs, plan_costs(cfg, jobs), strict=True):
+    costs = plan_costs(cfg, jobs)
+    remaining = downstream_flops(costs)
+    for job, cost in zip(jobs, costs, strict=True):
         # its done record keeps them: what later seeds cost (plan); None where its stage
         # declares no cost
         job.flops = None if cost.undeclared else cost.flops
+        job.remaining = remaining[job.name]
     parent = ParentRun(cfg)
     states = EXECUTORS[cfg.executor.kind](jobs, cfg, log, parent)
     if any(s in IN_FLIGHT for s in states.values()):  # SLURM, not waited for: a job closes it

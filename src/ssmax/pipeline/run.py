@@ -48,6 +48,7 @@ class NodeJob:
     parent_run_id: str | None = None
     threads: int | None = None  # torch threads for this node (parallel local workers share cores)
     flops: float | None = None  # what plan counts for it (set by the executor; kept in done.json)
+    remaining: float = 0.0  # its FLOPs and the heaviest chain waiting on it (the local order)
 
     @property
     def done(self) -> dict[str, Any] | None:
@@ -171,8 +172,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     the done-marker. The others return the record without writing it."""
     from ssmax.ranks import global_rank
     from ssmax.stages.common import StageContext
-    from ssmax.tracking import child_run, finish_run, git_commit, offline, use_node_store
-    from ssmax.tracking.manifest import node_tags
+    from ssmax.tracking import child_run, finish_run, offline, use_node_store
+    from ssmax.tracking.manifest import git_commit, node_tags
     from ssmax.tracking.system import for_run
 
     cfg = OmegaConf.create(job.cfg_yaml)

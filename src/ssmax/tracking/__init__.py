@@ -4,7 +4,6 @@ what each run ran on (its commit here; packages, machine, the work tree's diff: 
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -158,22 +157,10 @@ def flat_params(cfg: DictConfig) -> dict[str, str]:
 
 
 @cache
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).parent,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
-
-
 def source_tags() -> dict[str, str]:
     """The code a run ran: the commit, also as MLflow's own tag (the UI's "Source" version)."""
+    from ssmax.tracking.manifest import git_commit
+
     commit = git_commit()
     return {"git_commit": commit, "mlflow.source.git.commit": commit, "mlflow.source.type": "LOCAL"}
 

@@ -39,12 +39,18 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
+def git_commit(cwd: str | Path | None = None) -> str:
+    """The commit checked out (this code's checkout by default); "unknown" outside one."""
+    where = Path(cwd) if cwd is not None else SOURCE
+    return (_git(["rev-parse", "HEAD"], where) or "").strip() or "unknown"
+
+
 def git_state(cwd: str | Path | None = None) -> dict[str, Any]:
     """The commit, whether the work tree differs from it (untracked files count: a new module
     runs too), and the difference: `git diff HEAD` with the untracked files listed after it.
     dirty is None outside a repository."""
     where = Path(cwd) if cwd is not None else SOURCE
-    commit = (_git(["rev-parse", "HEAD"], where) or "").strip() or "unknown"
+    commit = git_commit(where)
     status = _git(["status", "--porcelain", "--untracked-files=all"], where)
     if status is None:
         return {"commit": commit, "dirty": None, "diff": "", "untracked": []}

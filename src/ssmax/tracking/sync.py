@@ -111,15 +111,15 @@ class Sync:
     def run(self, experiment_id: str, run: Any) -> None:
         rid = run.info.run_id
         copy = self.copy_of(experiment_id, run)
+        if copy is not None and copy.data.tags.get(DONE_TAG) == "true":
+            self.ids[rid] = copy.info.run_id
+            self.counts.skipped += 1
+            return
         tags = {k: v for k, v in run.data.tags.items() if k not in (PARENT_TAG, DONE_TAG)}
         tags[SOURCE_TAG] = rid
         parent = run.data.tags.get(PARENT_TAG)
         if parent:  # a parent synced before, or one already on the server (an online run)
             tags[PARENT_TAG] = self.ids.get(parent, parent)
-        if copy is not None and copy.data.tags.get(DONE_TAG) == "true":
-            self.ids[rid] = copy.info.run_id
-            self.counts.skipped += 1
-            return
         if copy is None:
             copy = self.dst.create_run(experiment_id, start_time=run.info.start_time,
                                        tags=tags, run_name=run.info.run_name)  # fmt: skip
