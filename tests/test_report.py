@@ -200,6 +200,19 @@ def test_settings_name_the_tokenizer_the_models_used() -> None:
     assert "a byte-level BPE of 512 tokens trained on the corpus" in bpe and "GPT-2" not in bpe
 
 
+def test_settings_say_whether_another_cpu_gives_the_same_numbers() -> None:
+    def details(*overrides: str) -> dict[str, str]:
+        cfg = make_cfg(*overrides, config_name="pipeline")
+        cfg.pipeline.variants, cfg.pipeline.seeds = ["a_softmax"], [0]  # as plan() fills them
+        return settings_from_cfg(cfg).details
+
+    pinned = details("preset=tiny")["CPU kernels"]
+    assert pinned.startswith("pinned to avx2 (trainer.cpu_isa): the same numbers, bit for bit")
+    own = details("preset=smoke", "trainer.cpu_isa=null")["CPU kernels"]
+    assert "a verdict near its interval's edge may differ there" in own
+    assert "CPU kernels" not in details("preset=paper")
+
+
 @pytest.mark.slow
 def test_report_of_a_run_without_a_report_node(tmp_path: Path, shared_cache: Path) -> None:
     # pretraining only: the settings come from a training node's own config, which names no

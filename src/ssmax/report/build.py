@@ -49,6 +49,9 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         "RoPE theta at eval": f"{cfg.model.rope_theta:g} x {cfg.pipeline.rope_factor}",
     }
     details |= trained_on(cfg.data)
+    bits = cpu_bits(cfg)
+    if bits:
+        details["CPU kernels"] = bits
     for name, block in cfg.eval.items():  # blocks (eval.niah) and plain values (sdpa_first)
         value = OmegaConf.to_container(block, resolve=True) if OmegaConf.is_config(block) else block
         details[f"eval.{name}"] = json.dumps(value)
@@ -59,6 +62,21 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         design = Design(tuple(design.seeds), float(design.niah_at_1x), float(design.falls_below))
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
                     details, with_starts(list(cfg.pipeline.variants)), design)  # fmt: skip
+
+
+def cpu_bits(cfg: DictConfig) -> str | None:
+    """For a run on CPUs: whether another machine gives the same numbers (trainer.cpu_isa);
+    None on a GPU preset."""
+    if cfg.preset.hardware != "cpu" and cfg.trainer.accelerator != "cpu":
+        return None
+    isa = cfg.trainer.cpu_isa
+    if isa:
+        return (f"pinned to {isa} (trainer.cpu_isa): the same numbers, bit for bit, on any "
+                f"x86 CPU with {isa}")  # fmt: skip
+    return (
+        "this machine's own (trainer.cpu_isa unset): another CPU gives other low bits, so "
+        "another training per seed; a verdict near its interval's edge may differ there"
+    )
 
 
 def trained_on(data: DictConfig) -> dict[str, str]:

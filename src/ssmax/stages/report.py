@@ -18,9 +18,11 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
 
     from ssmax.stages.common import StageContext
 
+# uses: shown in the report's settings (a preset's cuts too; whether its CPU bits are pinned)
 SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                  uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
-                       "eval"))  # shown in the report's settings, a preset's cuts too  # fmt: skip
+                       "eval", "preset.hardware", "trainer.accelerator",
+                       "trainer.cpu_isa"))  # fmt: skip
 
 
 def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
