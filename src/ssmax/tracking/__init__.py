@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +155,6 @@ def flat_params(cfg: DictConfig) -> dict[str, str]:
     return flat
 
 
-@cache
 def source_tags() -> dict[str, str]:
     """The code a run ran: the commit, also as MLflow's own tag (the UI's "Source" version)."""
     from ssmax.tracking.manifest import git_commit

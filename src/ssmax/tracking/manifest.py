@@ -39,10 +39,15 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def git_commit(cwd: str | Path | None = None) -> str:
-    """The commit checked out (this code's checkout by default); "unknown" outside one."""
-    where = Path(cwd) if cwd is not None else SOURCE
+def _head(where: Path) -> str:
+    """The commit checked out in `where`; "unknown" outside a repository."""
     return (_git(["rev-parse", "HEAD"], where) or "").strip() or "unknown"
+
+
+@cache
+def git_commit() -> str:
+    """The commit this code runs from (every run's tag, every node's record): once a process."""
+    return _head(SOURCE)
 
 
 def git_state(cwd: str | Path | None = None) -> dict[str, Any]:
@@ -50,7 +55,7 @@ def git_state(cwd: str | Path | None = None) -> dict[str, Any]:
     runs too), and the difference: `git diff HEAD` with the untracked files listed after it.
     dirty is None outside a repository."""
     where = Path(cwd) if cwd is not None else SOURCE
-    commit = git_commit(where)
+    commit = _head(where)
     status = _git(["status", "--porcelain", "--untracked-files=all"], where)
     if status is None:
         return {"commit": commit, "dirty": None, "diff": "", "untracked": []}
