@@ -196,3 +196,16 @@ def test_plan_names_bad_input(capsys, tmp_path: Path) -> None:
     )
     assert "pipeline.variants: unknown ['zz']" in capsys.readouterr().err
     assert main(["launch", "preset=smoke"]) == 2
+
+
+def test_tracking_off_logs_nothing_to_mlflow(tmp_path: Path, shared_cache: Path) -> None:
+    """tracking.enabled=false: the nodes run and keep their records, and no MLflow store,
+    artifact folder or run (the pipeline's, an eval's) is made."""
+    overrides = ["preset=smoke", "pipeline.variants=[a_softmax]", "pipeline.targets=[eval_loss]",
+                 "tracking.enabled=false", f"paths.output_dir={tmp_path}",
+                 f"paths.cache_dir={shared_cache}"]  # fmt: skip
+    assert main(["run", *overrides]) == 0
+    _, jobs = plan(overrides)
+    assert {j.stage for j in jobs} == {"pretrain", "rope_pretrained", "eval_loss"}
+    assert all(job.done is not None and job.done["run_id"] is None for job in jobs)
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()

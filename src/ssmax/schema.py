@@ -226,7 +226,7 @@ class TrainerConfig:
 
 @dataclass
 class TrackingConfig:
-    enabled: bool = True  # log to MLflow
+    enabled: bool = True  # log to MLflow; false: no store, no run, nothing sent
     tracking_uri: str | None = None  # null: sqlite:///<abs output_dir>/mlflow.db; http://: a server
     # offline: no network; each pipeline node logs to a store in its own folder, merged into
     # the folder's (<output_dir>/mlflow.db); `make sync` copies that to a server later

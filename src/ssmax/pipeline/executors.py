@@ -252,7 +252,9 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     report = next((j for j in jobs if j.variant is None), None)
     if report is not None and states.get(report.name) in FINISHED:
         log(f"report: {report.done['outputs']['report_md']}")
-    uri = tracking_uri(cfg)
-    log(f"browse: open {training_view(uri, ensure_experiment(cfg))}" if is_server(uri)
-        else f"browse: make mlflow-ui OUTPUT_DIR={cfg.paths.output_dir}")  # fmt: skip
+    uri, tracked = tracking_uri(cfg), cfg.tracking.enabled
+    if tracked and is_server(uri):  # the experiment: this run's, else (SLURM's) asked once
+        log(f"browse: open {training_view(uri, parent.experiment_id or ensure_experiment(cfg))}")
+    elif tracked:
+        log(f"browse: make mlflow-ui OUTPUT_DIR={cfg.paths.output_dir}")
     return 1 if counts["failed"] or counts["blocked"] else 0

@@ -199,7 +199,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
         inputs[name] = record["outputs"]
         fingerprints[name] = str(record["fingerprint"])
-    tracked = rank0 and not job.trains  # training makes its own MLflow run (rank 0's logger)
+    # training makes its own MLflow run (rank 0's logger)
+    tracked = rank0 and not job.trains and bool(cfg.tracking.enabled)
     run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
     stage_cfg = cfg
     if cfg.pipeline.strict_reads:  # the stage sees only what it declares
@@ -258,15 +259,17 @@ def _tags(job: NodeJob) -> dict[str, str]:
 class ParentRun:
     """The MLflow run of one pipeline invocation, its nodes' runs its children. Started on first
     use (id()): an executor that only adopts jobs already in flight starts none. An executor
-    whose own job closes it (SLURM's closing job) hands it off; else close() ends it."""
+    whose own job closes it (SLURM's closing job) hands it off; else close() ends it. With
+    tracking.enabled=false there is none (id() is None): nothing goes to MLflow."""
 
     def __init__(self, cfg: DictConfig) -> None:
-        self.cfg, self.handed_off = cfg, False
+        self.cfg, self.handed_off = cfg, not cfg.tracking.enabled
         self._id: str | None = None
+        self.experiment_id: str | None = None
         OPEN_RUNS.append(self)
 
-    def id(self) -> str:
-        if self._id is None:
+    def id(self) -> str | None:
+        if self._id is None and self.cfg.tracking.enabled:
             from datetime import datetime
 
             from ssmax.pipeline.state import write_pipeline_run
@@ -277,7 +280,7 @@ class ParentRun:
             # start_pipeline_run adds the source tags (the git commit)
             tags = {"kind": "pipeline", "preset": str(cfg.preset.name),
                     "executor": str(cfg.executor.kind)}  # fmt: skip
-            self._id = start_pipeline_run(cfg, name, tags)
+            self._id, self.experiment_id = start_pipeline_run(cfg, name, tags)
             # the folder's run for the report: a server holds other folders' runs too
             write_pipeline_run(cfg.paths.output_dir, self._id, name, tracking_uri(cfg))
         return self._id
@@ -286,8 +289,9 @@ class ParentRun:
         self.handed_off = True
 
     def close(self, jobs: list[NodeJob], states: dict[str, str]) -> None:
-        if not self.handed_off:
-            close_pipeline_run(self.cfg, self.id(), jobs, states)
+        run_id = None if self.handed_off else self.id()
+        if run_id is not None:
+            close_pipeline_run(self.cfg, run_id, jobs, states)
         self.handed_off = True
 
     def abort(self, status: str) -> None:

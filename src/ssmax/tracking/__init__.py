@@ -197,9 +197,9 @@ def _client(cfg: DictConfig) -> Any:
     return MlflowClient(tracking_uri(cfg))
 
 
-def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> str:
-    """The parent run of one pipeline invocation; its config is logged as for any run, and
-    the manifest of what runs it (ssmax.tracking.manifest)."""
+def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> tuple[str, str]:
+    """The parent run of one pipeline invocation and its experiment's id; its config is logged
+    as for any run, and the manifest of what runs it (ssmax.tracking.manifest)."""
     from ssmax.tracking.manifest import log_manifest
 
     experiment = ensure_experiment(cfg)
@@ -208,7 +208,7 @@ def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> str:
     run = client.create_run(experiment, run_name=name, tags=tags)
     log_config(client, run.info.run_id, cfg)
     log_manifest(client, run.info.run_id)
-    return run.info.run_id
+    return run.info.run_id, experiment
 
 
 def child_run(

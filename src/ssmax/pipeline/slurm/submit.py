@@ -65,7 +65,7 @@ class Submission:
 
 
 def submit(
-    cfg: DictConfig, jobs: list[NodeJob], parent: Callable[[], str], closer: bool = True
+    cfg: DictConfig, jobs: list[NodeJob], parent: Callable[[], str | None], closer: bool = True
 ) -> Submission:
     """Submit every node that is neither done nor queued/running; `parent()` starts the MLflow
     parent run (only called when there is something to submit). With closer, one more job
@@ -107,7 +107,7 @@ def submit(
                 "node": job.name, "fingerprint": job.fingerprint, "job_id": str(sjob.job_id),
                 "parent_run_id": sub.parent_run_id, "submitted": datetime.now().isoformat(),
             }  # fmt: skip
-        if not closer:
+        if not closer or sub.parent_run_id is None:  # None: tracking.enabled=false
             return sub
         # afterany: ends the MLflow run however the nodes end (cancelled ones included).
         res = stage_resources(cfg, "report") | {"gpus_per_node": 0, "nodes": 1,
