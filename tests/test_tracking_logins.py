@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from multiprocessing import forkserver
 from pathlib import Path
 
 import pytest
@@ -113,11 +114,18 @@ def test_a_password_in_the_tracking_uri_is_one_line_that_hides_it(
 
 
 def test_local_workers_log_in_and_write_no_password(
-    tracking_server: TrackingServer, tmp_path: Path, shared_cache: Path, capsys
+    tracking_server: TrackingServer, tmp_path: Path, shared_cache: Path, capsys, monkeypatch
 ) -> None:
     """executor=local (`make reproduce-all`'s for the tiny preset): every node in a worker
-    process, logged in as the pipeline is; everything on the server; no password in any file
-    it wrote (node folders, logs, config dumps, the report), param, tag or line it said."""
+    process, logged in as the pipeline is now, though the forkserver its workers fork from
+    started before the login (a process that ran a pipeline, then logged in); everything on
+    the server; no password in any file it wrote (node folders, logs, config dumps, the
+    report), param, tag or line it said."""
+    forkserver._forkserver._stop()  # private, 3.8+: the next one starts without the login
+    with monkeypatch.context() as before_login:
+        for name in LOGIN:
+            before_login.delenv(name)
+        forkserver.ensure_running()
     out = tmp_path / "out"
     overrides = [
         "preset=smoke", "pipeline.variants=[a_softmax]", "executor=local",
