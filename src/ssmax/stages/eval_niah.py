@@ -40,13 +40,14 @@ SPEC = StageSpec(
 
 
 def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
-    """Its forward passes with theta x50: one per NIAH cell (depth x sample) at each context
-    multiple, and Fig. 7's map and Fig. 8's trials at the needle context. Decoding steps, the
-    copy probe and the NIAH at the training theta (eval.niah.base_theta_multiples) are left
-    out."""
+    """Its forward passes: one per NIAH cell (depth x sample) at each context multiple with
+    theta x50 and at each of eval.niah.base_theta_multiples with the training theta, and
+    Fig. 7's map and Fig. 8's trials at the needle context. Decoding steps and the copy probe
+    are left out."""
     seq, niah = cfg.data.seq_len, cfg.eval.niah
     cells = len(niah.depths) * int(niah.samples)
-    passes = [(int(m * seq), cells) for m in niah.context_multiples]
+    multiples = [*niah.context_multiples, *(niah.base_theta_multiples or [])]
+    passes = [(int(m * seq), cells) for m in multiples]
     if cfg.eval.get("needle_scores") is not None:
         passes.append((needle_context(cfg), 1 + cfg.eval.needle_scores.trials))
     return forward(cfg, passes, "niah")
