@@ -180,8 +180,8 @@ FINGERPRINT = (
         "    visit("),
     Bug("no-result-covers-a-results-module", "pipeline/code.py",
         '"stages/costing.py")', '"stages/costing.py", "evals/niah.py")'),
-    Bug("no-result-covers-inputs", "pipeline/code.py",
-        '"stages/costing.py")', '"stages/costing.py", "inputs.py")'),
+    Bug("no-result-covers-weights", "pipeline/code.py",
+        '"stages/costing.py")', '"stages/costing.py", "weights.py")'),
     Bug("no-result-covers-all-of-tracking", "pipeline/code.py",
         '"tracking/server.py", "tracking/spool.py",', '"tracking", "tracking/spool.py",'),
     # more of the key

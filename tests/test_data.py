@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha, load_documents
 from ssmax.data.lm import test_sequences
-from ssmax.data.module import LMDataModule, SFTDataModule
+from ssmax.data.module import LMDataModule
 from ssmax.data.packing import EpochShuffleSampler, pack
 from ssmax.data.sft import (
     IGNORE,
@@ -25,6 +25,7 @@ from ssmax.data.sft import (
     to_example,
     trim_padding,
 )
+from ssmax.data.sft_module import SFTDataModule
 from ssmax.data.squad import load_squad
 from ssmax.data.squad_gen import generate_squad
 from ssmax.data.tokenizer import GPT2_FILES, bpe_path, load_tokenizer

@@ -21,7 +21,7 @@ from ssmax.pipeline.run import stage_spec
 # modules whose code shapes what a node writes (the model, the data, the evals, the stages, the
 # report, the variants and their config; tracking/models.py: what export registers in MLflow)
 RESULT_CODE = ("model/", "data/", "evals/", "lit/", "report/", "export/", "stages/",
-               "inputs.py", "training.py", "variants.py", "config.py", "compiling.py",
+               "weights.py", "training.py", "variants.py", "config.py", "compiling.py",
                "devices.py", "tracking/models.py")  # fmt: skip
 
 

@@ -40,7 +40,10 @@ def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> No
     assert {"report/claims.py", "report/render.py", "variants.py"} <= set(report)
     assert {"training.py", "model/attention.py", "data/lm.py", "data/needle.py",
             "lit/module.py", "config.py"} <= set(pretrain)  # fmt: skip
-    assert "inputs.py" in pretrain  # read_weights loads the weights (e) and SFT start from
+    assert "weights.py" in pretrain  # read_weights loads the weights (e) and SFT start from
+    # SFT's data and the input-file checks (SQuAD's among them) are not pretraining's code
+    assert not {"inputs.py", "data/sft.py", "data/sft_module.py", "data/squad.py"} & set(pretrain)
+    assert {"data/sft.py", "data/sft_module.py", "data/squad.py"} <= set(stage_code("sft"))
     # logging, locks, atomic writes, validation: a change there keeps every cached result
     for code in (report, pretrain, rope):
         assert not [f for f in code if f.startswith(("tracking/", "pipeline/")) or f in

@@ -8,10 +8,11 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from ssmax.inputs import read_weights
+from ssmax.data.sft_module import sft_datamodule
 from ssmax.model import inv_mean_log_n
 from ssmax.tracking import tracking_uri
 from ssmax.training import train
+from ssmax.weights import read_weights
 from tests.conftest import make_cfg
 
 SCRATCH = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]
@@ -123,7 +124,7 @@ def test_sft_from_pretrained_weights(
     cfg = smoke_cfg(
         out_dir, shared_cache, "b_ssmax", "objective=sft", f"init_from={softmax_weights}"
     )
-    weights = train(cfg).weights
+    weights = train(cfg, datamodule_for=sft_datamodule).weights
     assert weights.parent.name == "b_ssmax-sft-seed0"
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import torch
 from omegaconf import DictConfig
 
-from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.config import ConfigError
 from ssmax.data.identity import listed_files
+from ssmax.weights import check_fits, read_weights
 
 SAMPLE_LINES = 1000  # lines of each local jsonl file checked before the run
 SQUAD_KEYS = ("id", "context", "question", "answers")  # a jsonl row (title is optional)
@@ -68,84 +68,6 @@ def check_output_dir(output_dir: str) -> None:
             f"paths.output_dir={output_dir} cannot be written ({err.strerror} in {probe}); "
             "pick a folder you can write to"
         ) from None
-
-
-# ------------------------------------------------------------------------------ checkpoints
-
-
-def read_weights(path: str | Path, key: str = "init_from") -> dict[str, torch.Tensor]:
-    """A Transformer state dict from a model.pt or a Lightning .ckpt (keys under 'model.');
-    anything else is a ConfigError naming the file."""
-    where = f"{key}={path}"
-    file = Path(path)
-    if not file.exists():
-        raise ConfigError(f"{where}: no such file; give a run's model.pt or a Lightning .ckpt")
-    if not file.is_file():
-        raise ConfigError(f"{where} is a folder; give a run's model.pt or a Lightning .ckpt")
-    try:
-        state = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as err:  # pickle, zip and I/O errors alike: the file is no checkpoint
-        with open(file, "rb") as handle:
-            head = handle.read(4)
-        if head.startswith((b"PK\x03\x04", b"\x80")):  # torch.save's zip, or its old pickle
-            line = (str(err).strip().splitlines() or [type(err).__name__])[0][:100]
-            reason = f"truncated or damaged: {line}"
-        else:
-            reason = f"not a file torch.save wrote: it begins {head!r}"
-        raise ConfigError(
-            f"{where} does not load as a PyTorch checkpoint ({reason}); give a run's model.pt "
-            "or a Lightning .ckpt"
-        ) from None
-    if isinstance(state, dict) and "state_dict" in state:
-        state = {k.removeprefix("model."): v for k, v in state["state_dict"].items()}
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ConfigError(f"{where} holds no state dict of tensors; give a run's model.pt or .ckpt")
-    return state
-
-
-def _describe(shapes: dict[str, tuple[int, ...]]) -> str:
-    """A model's size as read from its tensors' shapes."""
-    emb = shapes.get("tok_emb.weight")
-    ffn = shapes.get("layers.0.ffn.w1.weight")
-    layers = {k.split(".")[1] for k in shapes if k.startswith("layers.")}
-    if emb is None or len(emb) != 2:
-        return "no tok_emb.weight: not this project's model"
-    return f"vocab {emb[0]}, dim {emb[1]}, {len(layers)} layers" + (
-        f", ffn_dim {ffn[0]}" if ffn else ""
-    )
-
-
-def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init_from") -> None:
-    """The weights fit the configured model and variant: every tensor present with its shape;
-    only the variant's own scalars (s, b, p_n) may be absent (ssmax.model.load_backbone)."""
-    from ssmax.model import Transformer
-    from ssmax.model.transformer import VARIANT_PARAMS
-
-    with torch.device("meta"):  # shapes only: no memory, no init
-        model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
-    want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    have = {k: tuple(v.shape) for k, v in state.items()}
-    m = cfg.model
-    sizes = (
-        f"the checkpoint: {_describe(have)}; model={m.name}: {_describe(want)}; set model= or "
-        "preset= (and data.vocab_size) as in the run that wrote it"
-    )
-    where = f"{key}={getattr(cfg, key, None) or '?'}"
-    for name, shape in want.items():
-        if name in have and have[name] != shape:
-            raise ConfigError(
-                f"{where} does not fit the model: {name} is {list(have[name])} there, "
-                f"{list(shape)} here ({sizes})"
-            )
-    missing = [k for k in want if k not in have and not k.endswith(VARIANT_PARAMS)]
-    if missing:
-        raise ConfigError(f"{where} lacks {missing[0]} (and {len(missing) - 1} more; {sizes})")
-    extra = [k for k in have if k not in want]
-    if extra:
-        raise ConfigError(
-            f"{where} holds {extra[0]}, which variant={cfg.variant.name} has no place for "
-            "(weights of another variant: SSMax weights do not go into softmax)"
-        )
 
 
 # ------------------------------------------------------------------------------ data files

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -23,6 +23,9 @@ from ssmax.devices import uses_cuda
 from ssmax.inputs import check_inputs
 from ssmax.resolvers import launcher_value, register_resolvers
 from ssmax.tracking.reach import check_tracking
+
+if TYPE_CHECKING:  # training imports Lightning: only when it trains
+    from ssmax.training import DataModuleFor
 
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
 register_resolvers()
@@ -57,6 +60,17 @@ def _log_once() -> None:
         logger.propagate = True
 
 
+def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
+    """The objective's datamodule (the pipeline's stages each import only their own)."""
+    if cfg.objective == "sft":
+        from ssmax.data.sft_module import sft_datamodule
+
+        return sft_datamodule
+    from ssmax.data.module import lm_datamodule
+
+    return lm_datamodule
+
+
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     from ssmax.data.hub import DataUnavailableError
@@ -66,7 +80,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     _log_once()
     try:
         with _requeueable():
-            result = train(cfg)
+            result = train(cfg, datamodule_for=_datamodule_for(cfg))
     except (ConfigError, DataUnavailableError) as err:  # bad input: status 2
         fail(err, 2)
     except TrainingDiverged as err:  # the run stopped: status 1

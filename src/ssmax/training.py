@@ -11,7 +11,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.compiling import compile_enabled
 from ssmax.config import ConfigError, absolute_paths, model_config, validate, variant_config
-from ssmax.inputs import check_fits, read_weights
+from ssmax.data.module import TokenizedDataModule, lm_datamodule
 from ssmax.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from ssmax.lit.guards import resume_from
 from ssmax.lit.module import LitLM
@@ -47,6 +47,7 @@ from ssmax.tracking import (
 )
 from ssmax.tracking.node_system import NodeSystemMetrics
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
+from ssmax.weights import check_fits, read_weights
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -83,18 +84,6 @@ def compiles(cfg: DictConfig) -> bool:
     return compile_enabled(cfg.trainer.compile, training_device(cfg.trainer.accelerator))
 
 
-def build_datamodule(cfg: DictConfig, batch_size: int) -> L.LightningDataModule:
-    if cfg.objective == "sft":
-        from ssmax.data.module import SFTDataModule
-        from ssmax.data.sft import WIDTH_MULTIPLE
-
-        return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed,
-                             width_multiple=WIDTH_MULTIPLE if compiles(cfg) else 1)  # fmt: skip
-    from ssmax.data.module import LMDataModule
-
-    return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)
-
-
 def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume.
     On a tracking server, metrics go through a spool in run_dir: training never waits for the
@@ -123,8 +112,19 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     return logger
 
 
-def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
-    """Fit the configured model; the final weights land in run_dir/model.pt.
+# (cfg, batch size a step, compiled loss) -> the run's datamodule. SFT's stage passes
+# ssmax.data.sft_module.sft_datamodule: a stage's code is what its imports reach, and
+# pretraining's must not reach SFT's data (a change there would rerun every pretraining).
+DataModuleFor = Callable[[DictConfig, int, bool], TokenizedDataModule]
+
+
+def train(
+    cfg: DictConfig,
+    data_start: str | Path | None = None,
+    datamodule_for: DataModuleFor = lm_datamodule,
+) -> TrainResult:
+    """Fit the configured model on datamodule_for's data (pretraining's by default); the
+    final weights land in run_dir/model.pt.
 
     data_start: a data_step<N>.json of another run (trainer.save_weights_at): this run's data
     begins where that run's stood, e.g. (f) trains on what (a) would have trained on next."""
@@ -136,7 +136,10 @@ def train(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
     ranks = devices * num_nodes  # validate() checked that the global batch divides
     accumulate = stage.global_batch // (stage.batch_size * ranks)
     rank0 = global_rank() == 0  # only rank 0 writes the run folder and talks to MLflow
-    datamodule = build_datamodule(cfg, stage.batch_size)
+    if cfg.objective == "sft" and datamodule_for is lm_datamodule:
+        raise ValueError("objective=sft trains on SFT's data: pass ssmax.data.sft_module."
+                         "sft_datamodule as datamodule_for")  # fmt: skip
+    datamodule = datamodule_for(cfg, stage.batch_size, compiles(cfg))
     if data_start is not None:
         datamodule.start_from(json.loads(Path(data_start).read_text()))
 

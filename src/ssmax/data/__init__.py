@@ -11,6 +11,7 @@ Modules (one concern each; import them directly, this package imports nothing he
     squad      load_squad(data_cfg, split): SQuAD 2.0 (hub or local files), the paper's filter
     squad_gen  generate_squad(data_cfg): SQuAD-format fact-retrieval set from the corpus
     sft        prompt_ids (shared with the needle test), encode_example, SFTDataset (no Lightning)
-    module     LMDataModule, SFTDataModule: the Lightning datamodules over lm and sft
+    module     LMDataModule: pretraining's Lightning datamodule over lm (imports no SFT code)
+    sft_module SFTDataModule: SFT's, over sft
     hub        require_hub (fast fail), DataUnavailableError
 """

@@ -1,10 +1,11 @@
-"""The Lightning datamodules of pretraining and SFT, over the rows, shards and streams of
-ssmax.data.lm and the examples of ssmax.data.sft. Only training imports this module: Lightning
-takes seconds to import, and the evals, which read lm and sft, need none of it."""
+"""The Lightning datamodule of pretraining, over the rows, shards and streams of ssmax.data.lm,
+and what SFT's (ssmax.data.sft_module) shares with it. Only training imports these modules:
+Lightning takes seconds to import, and the evals, which read lm and sft, need none of it. Each
+training stage imports its own: a change to SFT's data reruns no pretraining (the stage's code
+is what its imports reach, ssmax.pipeline.code)."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import lightning as L
@@ -16,7 +17,6 @@ from ssmax.data.corpus import is_streaming
 from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.data.lm import fact_transform, packed_rows, stream_texts, tokenized_split
 from ssmax.data.packing import PackedDataset, train_sampler
-from ssmax.data.sft import SFTDataset, build_sft_dataset, trim_padding
 from ssmax.data.shards import TokenShards
 from ssmax.data.stream import START, PackedStream, stream_shards
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
@@ -180,42 +180,6 @@ class LMDataModule(TokenizedDataModule):
         return self._loader("test", self.eval_batch_size)
 
 
-class SFTDataModule(TokenizedDataModule):
-    """Batches {"input_ids", "labels"} [B, T] of SQuAD-2.0-format examples, T trimmed to a
-    multiple of ``width_multiple`` (WIDTH_MULTIPLE for a compiled loss; 1 trims exactly)."""
-
-    def __init__(
-        self, data_cfg: DictConfig, batch_size: int, seed: int = 0, width_multiple: int = 1
-    ) -> None:
-        super().__init__(data_cfg, batch_size, seed)
-        self._sets: dict[str, SFTDataset] = {}
-        self.width_multiple = width_multiple
-
-    def prepare_data(self) -> None:
-        self.tokenizer  # noqa: B018 - trains/caches the tokenizer once, on rank 0
-
-    def dataset(self, split: str) -> SFTDataset:
-        if split not in self._sets:
-            self._sets[split] = build_sft_dataset(self.data_cfg, self.tokenizer, split)
-        return self._sets[split]
-
-    def _loader(self, split: str) -> DataLoader:
-        ds = self.dataset(split)
-        sampler = None
-        if split == "train":
-            done = self.start_batches + self.batches_done
-            sampler = train_sampler(len(ds), self.seed, self.batch_size, done, False, *self.ranks(),
-                                    self.trainer.current_epoch if self.trainer else 0)  # fmt: skip
-        return DataLoader(
-            ds,
-            batch_size=self.batch_size,
-            sampler=sampler,
-            collate_fn=partial(trim_padding, multiple=self.width_multiple),
-            num_workers=int(self.data_cfg.num_workers),
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train")
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader("validation")
+def lm_datamodule(cfg: DictConfig, batch_size: int, compiled: bool) -> LMDataModule:
+    """Pretraining's datamodule for ssmax.training.train (compiled: no say in its shapes)."""
+    return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         args, overrides = parser.parse_known_args(argv)
         require_transformers()
         from ssmax.export.folder import check_rope_factor, trained_model, write_export
-        from ssmax.inputs import read_weights
+        from ssmax.weights import read_weights
 
         bad = [o for o in overrides if o.startswith("-") or "=" not in o]
         if bad or (args.weights and overrides):

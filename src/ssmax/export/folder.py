@@ -61,7 +61,7 @@ def hf_tokenizer(data_cfg: DictConfig) -> Any:
 
 def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
     """The configured Transformer with exactly these weights (the law's s, b, p_n included)."""
-    from ssmax.inputs import check_fits, read_weights
+    from ssmax.weights import check_fits, read_weights
 
     state = read_weights(weights, key="--weights")
     try:

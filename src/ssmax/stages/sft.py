@@ -40,13 +40,14 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    from ssmax.data.sft_module import sft_datamodule
     from ssmax.training import train
 
     if ctx.stage in ctx.cfg.variant.facts.inherit:
         return inherited(ctx)
     cfg = train_cfg(ctx, "sft")
     cfg.init_from = ctx.only_input()["weights"]
-    result = train(cfg)
+    result = train(cfg, datamodule_for=sft_datamodule)
     return {
         "weights": str(result.weights),
         "train_loss": result.metrics.get("train/loss"),
