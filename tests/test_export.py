@@ -451,6 +451,7 @@ def test_registered_version_loads_back_and_predicts(smoke_pipeline: list[str]) -
     from ssmax.pipeline.run import plan
     from ssmax.stages.common import load_model
     from ssmax.tracking import tracking_uri
+    from ssmax.tracking.sync import logged_model_id
 
     cfg, jobs = plan(smoke_pipeline)
     client = MlflowClient(tracking_uri(cfg))
@@ -460,6 +461,12 @@ def test_registered_version_loads_back_and_predicts(smoke_pipeline: list[str]) -
     sft = next(j for j in jobs if j.name == "sft/b_ssmax/seed0")
     assert found.tags["fingerprint"] == sft.fingerprint and found.run_id == sft.done["run_id"]
     assert found.tags["preset"] == "smoke" and found.tags["seed"] == "0"
+    # a LoggedModel of the SFT run (MLflow 3's Models tab), ready, linked to its version
+    logged = client.get_logged_model(logged_model_id(found))  # from its models:/m-<id> source
+    assert logged.source_run_id == sft.done["run_id"] and str(logged.status) == "READY"
+    linked = json.loads(logged.tags["mlflow.modelVersions"])
+    assert {"name": found.name, "version": found.version} in linked
+    assert "MLmodel" in {a.path for a in client.list_logged_model_artifacts(logged.model_id)}
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(tracking_uri(cfg))
     try:

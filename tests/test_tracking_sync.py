@@ -15,7 +15,7 @@ import pytest
 from mlflow import MlflowClient
 
 from ssmax.pipeline.__main__ import main as pipeline_main
-from ssmax.tracking.sync import DONE_TAG, SOURCE_TAG, Sync, runs_in_order
+from ssmax.tracking.sync import DONE_TAG, SOURCE_TAG, Sync, logged_model_id, runs_in_order
 from ssmax.tracking.sync import main as sync_main
 from ssmax.tracking.ui import free_port
 from tests.tracking_fixtures import TrackingServer, leaks
@@ -46,6 +46,11 @@ def _tree(client: MlflowClient, experiment: str) -> dict[str, dict[str, Any]]:
             found |= artifacts(run_id, item.path) if item.is_dir else {item.path}
         return found
 
+    logged: dict[str, list] = {}  # run id -> its logged models (a copy too many: seen)
+    for model in client.search_logged_models([exp.experiment_id]):
+        files = sorted(a.path for a in client.list_logged_model_artifacts(model.model_id))
+        logged.setdefault(model.source_run_id, []).append((model.name, str(model.status), files))
+
     tree = {}
     for run in runs.values():
         rid = run.info.run_id
@@ -62,6 +67,7 @@ def _tree(client: MlflowClient, experiment: str) -> dict[str, dict[str, Any]]:
             "system": {k for k in run.data.metrics if k.startswith("system/")},
             "artifacts": artifacts(rid),
             "datasets": len(run.inputs.dataset_inputs) if run.inputs else 0,
+            "models": sorted(logged.get(rid, [])),
         }
     return tree
 
@@ -143,6 +149,10 @@ def test_an_offline_pipeline_synced_later_equals_an_online_one(
     assert len(mine) == len(local.search_model_versions("name = 'ssmax-a_softmax'")) >= 2
     copies = {r.info.run_id for r in server.search_runs([exp_id])}
     assert {v.run_id for v in mine} <= copies
+    # each version names the copy of its logged model, of its copied run
+    for version in mine:
+        assert version.source.startswith("models:/m-")  # search_model_versions: no model_id
+        assert server.get_logged_model(logged_model_id(version)).source_run_id == version.run_id
     model = server.get_registered_model("ssmax-a_softmax")
     assert {"sft", "smoke-sft-seed0", "pretrain"} <= set(model.aliases)
     assert server.get_model_version_by_alias("ssmax-a_softmax", "sft").run_id in copies

@@ -170,8 +170,10 @@ def assert_all_on_server(
     trained = {by_node["pretrain/a_softmax/seed0"].info.run_id, by_node["sft/a_softmax/seed0"]
                .info.run_id}  # fmt: skip
     assert trained <= {v.run_id for v in versions}  # other pipelines on the server add theirs
-    for run_id in trained:
-        assert "model/MLmodel" in {a.path for a in client.list_artifacts(run_id, "model")}
+    for run_id in trained:  # a LoggedModel of each, its files on the server
+        query = f"source_run_id = '{run_id}'"
+        (logged,) = client.search_logged_models([exp.experiment_id], filter_string=query)
+        assert "MLmodel" in {a.path for a in client.list_logged_model_artifacts(logged.model_id)}
     # the files are in the server's artifact destination, none in the client's folder
     assert any(p.name == "fig7.png" for p in artifacts.rglob("*"))
     mine = out / "mlartifacts"

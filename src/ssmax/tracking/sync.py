@@ -7,8 +7,9 @@ For compute nodes with no route to the server: the pipeline logs to its folder's
 a store in its own folder, merged into the folder's by the same copy, `merge_nodes`), and this
 copies it later from a machine that reaches the server: every experiment's runs, parents before
 children (mlflow.parentRunId pointed at the copies), their params, tags, every metric step with
-its own timestamp, artifacts (the models' files among them), dataset inputs, status and times;
-then the registered model versions with their tags and aliases. What training runs left pending
+its own timestamp, artifacts, dataset inputs, status and times; the logged models of those runs
+(MLflow 3's LoggedModel: the exported models, their files); then the registered model versions
+with their tags and aliases, pointed at the copied logged models. What training runs left pending
 for a server that went away mid-run (ssmax.tracking.spool) is delivered first, as the pipeline
 and the report do: the same mechanism for a server that was away for part of a run and for one
 never reached.
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ssmax.tracking.models import link_version, registry_finds_models
+
 SOURCE_TAG = "synced_from"  # on a copy: the local run id (a version: "<run id>/<version>")
 DONE_TAG = "synced"  # on a run's copy once all of it is there
 PARENT_TAG = "mlflow.parentRunId"
@@ -44,11 +47,13 @@ class Counts:
     skipped: int = 0  # runs whose copy was complete
     metrics: int = 0  # metric values sent
     artifacts: int = 0  # runs whose artifacts were sent
+    models: int = 0  # logged models copied (or completed) now
     versions: int = 0  # registered model versions created
 
     def line(self, source: str, target: str) -> str:
         return (f"synced {source} -> {target}: {self.runs} runs copied, {self.skipped} already "
-                f"there, {self.metrics} metric values, {self.versions} model versions")  # fmt: skip
+                f"there, {self.metrics} metric values, {self.models} logged models, "
+                f"{self.versions} model versions")  # fmt: skip
 
 
 def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
@@ -81,8 +86,10 @@ class Sync:
         from mlflow import MlflowClient
 
         self.src, self.dst = MlflowClient(source), MlflowClient(target)
+        self.source, self.target = source, target
         self.artifact_location = artifact_location  # a new experiment's (a server: its own)
         self.ids: dict[str, str] = {}
+        self.model_ids: dict[str, str] = {}  # source LoggedModel id -> its copy's
         self.counts = Counts()
 
     def experiment(self, exp: Any) -> str:
@@ -155,6 +162,38 @@ class Sync:
                 self.dst.log_artifacts(dst, local)
             self.counts.artifacts += 1
 
+    def logged_models(self, source_experiment: str, experiment_id: str) -> None:
+        """The logged models of the copied runs: one copy each (found again by its run and
+        name), its files sent and it made READY last; a copy left PENDING by a sync killed
+        halfway gets its files again."""
+        from mlflow.artifacts import download_artifacts
+        from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
+
+        for model in _pages(lambda t: self.src.search_logged_models([source_experiment],
+                                                                    page_token=t)):  # fmt: skip
+            run_id = self.ids.get(model.source_run_id or "")
+            if run_id is None or str(model.status) != "READY":
+                continue
+            query = f"source_run_id = '{run_id}' AND name = '{model.name}'"
+            found = self.dst.search_logged_models([experiment_id], filter_string=query)
+            if found:
+                copy = found[0]
+            else:
+                tags = {k: v for k, v in model.tags.items() if k != MLFLOW_MODEL_VERSIONS}
+                copy = self.dst.create_logged_model(
+                    experiment_id, model.name, run_id, tags=tags | {SOURCE_TAG: model.model_id},
+                    params=model.params, model_type=model.model_type,
+                )  # fmt: skip
+            self.model_ids[model.model_id] = copy.model_id
+            if str(copy.status) == "READY":
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                local = download_artifacts(artifact_uri=model.artifact_location, dst_path=tmp,
+                                           tracking_uri=self.source)  # fmt: skip
+                self.dst.log_model_artifacts(copy.model_id, local)
+            self.dst.finalize_logged_model(copy.model_id, "READY")
+            self.counts.models += 1
+
     def models(self) -> None:
         """Registered models and versions of copied runs, with their tags and aliases."""
         from mlflow.exceptions import MlflowException
@@ -173,13 +212,21 @@ class Sync:
             mine = sorted(self.src.search_model_versions(query), key=lambda v: int(v.version))
             for version in mine:
                 key = f"{version.run_id}/{version.version}"
-                if key not in there and version.run_id in self.ids:
+                made_from = logged_model_id(version)
+                copied = self.model_ids.get(made_from or "")
+                if key not in there and version.run_id in self.ids and (copied or not made_from):
                     run_id = self.ids[version.run_id]
                     source = version.source.replace(version.run_id, run_id)
-                    made = self.dst.create_model_version(
-                        model.name, source, run_id, tags=dict(version.tags) | {SOURCE_TAG: key},
-                        description=version.description,
-                    )  # fmt: skip
+                    if copied:  # models:/<logged model id>
+                        source = version.source.replace(made_from, copied)
+                    with registry_finds_models(self.target):
+                        made = self.dst.create_model_version(
+                            model.name, source, run_id,
+                            tags=dict(version.tags) | {SOURCE_TAG: key},
+                            description=version.description, model_id=copied,
+                        )  # fmt: skip
+                    if copied:
+                        link_version(self.dst, copied, model.name, made.version)
                     there[key] = made.version
                     self.counts.versions += 1
                 if key in there:
@@ -188,6 +235,14 @@ class Sync:
             for alias, version in (aliases or {}).items():
                 if str(version) in copies:
                     self.dst.set_registered_model_alias(model.name, alias, copies[str(version)])
+
+
+def logged_model_id(version: Any) -> str | None:
+    """The LoggedModel a version was registered from: its model_id, else its models:/m-<id>
+    source (the sqlite registry's search leaves model_id out)."""
+    rest = version.source.removeprefix("models:/")
+    from_source = rest if rest.startswith("m-") and "/" not in rest else None
+    return version.model_id or from_source
 
 
 class SyncError(Exception):
@@ -204,6 +259,7 @@ def sync(source: str, target: str, artifact_location: str | None = None) -> Coun
         experiment_id = job.experiment(exp)
         for run in runs:
             job.run(experiment_id, run)
+        job.logged_models(exp.experiment_id, experiment_id)
     job.models()
     return job.counts
 
