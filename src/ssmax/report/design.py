@@ -11,13 +11,14 @@ Verdicts are for the other seeds (the report names any design seed among them).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ssmax.report.claims import values_of
 from ssmax.report.gather import Design, Results
 from ssmax.variants import facts
 
-DESIGN_COLUMNS = ["criterion (preset.design)", "over the design seeds", "met"]
+DESIGN_COLUMNS = ["criterion (preset.design)", "over the design seeds", "met",
+                  "over this run's seeds (information)"]  # fmt: skip
 
 
 def _mean_over(values: dict[int, float], seeds: Sequence[int]) -> tuple[float | None, int]:
@@ -28,28 +29,45 @@ def _mean_over(values: dict[int, float], seeds: Sequence[int]) -> tuple[float | 
 
 def design_rows(results: Results, design: Design, variants: Sequence[str]) -> list[list[str]]:
     """One row per variant evaluated with NIAH (its mean at 1x), then one for the grid's reach;
-    'met' is yes / no / '-' (no value from the design seeds in this run)."""
+    'met' is yes / no / '-' (no value from the design seeds in this run). The last column is
+    the same over every seed of this run: how the criteria fare on the seeds that decide the
+    claims (a verdict run has no design seed), not a test."""
     out, seeds = [], design.seeds
     evaluated = [v for v in variants if results.get("eval_niah", v)]
+
+    def cells(values: dict[int, float], over: Sequence[int], passes: Callable[[float], bool],
+              label: str = "") -> tuple[str, str]:  # fmt: skip
+        mean, n = _mean_over(values, over)
+        if mean is None:
+            return "-", "-"
+        return f"{label}{mean:.3f} ({n} of {len(over)} seeds)", "yes" if passes(mean) else "no"
+
     for variant in evaluated:
-        mean, n = _mean_over(values_of(results, "niah@1", variant), seeds)
-        got = "-" if mean is None else f"{mean:.3f} ({n} of {len(seeds)} seeds)"
-        met = "-" if mean is None else ("yes" if mean >= design.niah_at_1x else "no")
+        values = values_of(results, "niah@1", variant)
+        floor = lambda m: m >= design.niah_at_1x  # noqa: E731
+        got, met = cells(values, seeds, floor)
+        here = cells(values, sorted(values), floor)
         label = f"({facts(variant).letter}) NIAH at 1x >= {design.niah_at_1x:g}"
-        out.append([label, got, met])
+        out.append([label, got, met, f"{here[0]}: {here[1]}" if here[0] != "-" else "-"])
     multiples = sorted({float(k) for v in evaluated for o in results.get("eval_niah", v).values()
                         for k in o.get("accuracy", {})})  # fmt: skip
     if multiples:
         top = f"{multiples[-1]:g}"
-        means = {v: _mean_over(values_of(results, f"niah@{top}", v), seeds)[0] for v in evaluated}
-        known = {v: m for v, m in means.items() if m is not None}
         label = f"the best variant's NIAH at the largest context ({top}x) < {design.falls_below:g}"
-        if known:
+        row = [label]
+        for over in (seeds, None):  # the design seeds, then this run's
+            values = {v: values_of(results, f"niah@{top}", v) for v in evaluated}
+            means = {v: _mean_over(x, over if over is not None else sorted(x))[0]
+                     for v, x in values.items()}  # fmt: skip
+            known = {v: m for v, m in means.items() if m is not None}
+            if not known:
+                row += ["-", "-"] if over is not None else ["-"]
+                continue
             best = max(known, key=known.__getitem__)
+            met = "yes" if known[best] < design.falls_below else "no"
             got = f"({facts(best).letter}) {known[best]:.3f}"
-            out.append([label, got, "yes" if known[best] < design.falls_below else "no"])
-        else:
-            out.append([label, "-", "-"])
+            row += [got, met] if over is not None else [f"{got}: {met}"]
+        out.append(row)
     return out
 
 

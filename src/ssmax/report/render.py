@@ -103,8 +103,8 @@ def _claim_rows(claims: list[Claim]) -> list[list[str]]:
 DESIGN_NOTE = (
     "What this reduced preset needs for its needle claims to be informative, stated in the "
     "preset before any comparison of variants (preset.design): every variant retrieves at the "
-    "training length under RoPE theta x50, and the contexts reach where retrieval fails. Not "
-    "met: the needle claims below have little to compare."
+    "training length under RoPE theta x50, and the contexts reach where retrieval fails. "
+    "Where one is not met, the needle claims below have little to compare."
 )
 SYSTEM_NOTE = (
     "From each node's MLflow system metrics (tracking.system_metrics): peaks over "
