@@ -19,6 +19,7 @@ from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.claims import VERDICTS, claims
 from ssmax.report.gather import Results
 from ssmax.report.render import RULE
+from ssmax.report.table import gather, rows
 from tests.conftest import first_pipeline_run, make_cfg
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -120,6 +121,15 @@ def test_results_table_keeps_the_numbers(smoke: Smoke) -> None:
     assert "planted facts in 50% of the rows" in text  # what the models were trained on
     assert text.count("- **Paper:**") == 8 and "- **This run:** Highest needle score" in text
     assert '"The special magic Tokyo number is: 8106422."' in text  # Fig. 7, from the config
+
+
+def test_results_name_each_value_by_its_seed() -> None:
+    """results.json: seed -> value in numeric order (seed10 after seed9; as text, before)."""
+    inputs = {f"pretrain/a_softmax/seed{s}": {"val_loss": 1.0 + s / 100} for s in (10, 9, 3)}
+    table = gather(inputs)
+    assert table == {"a_softmax": {"pretrain val loss": {3: 1.03, 9: 1.09, 10: 1.1}}}
+    assert list(table["a_softmax"]["pretrain val loss"]) == [3, 9, 10]
+    assert rows(table) == (["variant", "pretrain val loss"], [["a_softmax", "1.073 ± 0.038"]])
 
 
 class _Sources(HTMLParser):

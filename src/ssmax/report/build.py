@@ -124,7 +124,8 @@ def build_report(
     design = design_rows(results, settings.design, settings.variants) if settings.design else []
     md.write_text(markdown(settings, rows(table), checked, figures, untested, models, design))
     page.write_text(to_html(settings, rows(table), checked, figures, untested, models, design))
-    (folder / "results.json").write_text(json.dumps(table, indent=2, sort_keys=True))
+    # variant -> metric -> seed -> value (seeds as JSON keys: text)
+    (folder / "results.json").write_text(json.dumps(table, indent=2))
     claim_dicts = [dataclasses.asdict(c) for c in checked]
     (folder / "claims.json").write_text(json.dumps(claim_dicts, indent=2))
     return {

@@ -11,40 +11,42 @@ import numpy as np
 from ssmax.variants import ordered
 
 
-def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
-    """variant -> metric name -> one value per seed."""
-    table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
+    """variant -> metric name -> seed -> value, seeds in numeric order (results.json)."""
+    table: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     order = {"pretrain": 0, "switch": 0, "eval_loss": 1, "eval_niah": 2}  # the table's columns
 
-    def rank(name: str) -> tuple[int, str]:
-        return order.get(name.split("/")[0], 3), name
+    def rank(name: str) -> tuple[int, str, int]:
+        stage, variant, seed = name.split("/")
+        return order.get(stage, 3), variant, int(seed.removeprefix("seed"))
 
     for name in sorted(inputs, key=rank):
         out = inputs[name]
-        stage, variant, _ = name.split("/")
+        stage, variant, seed_name = name.split("/")
+        seed = int(seed_name.removeprefix("seed"))
         row = table[variant]
         if stage in ("pretrain", "switch"):
             if out.get("val_loss") is not None:
-                row["pretrain val loss"].append(out["val_loss"])
+                row["pretrain val loss"][seed] = out["val_loss"]
         elif stage == "eval_loss":
             for k, v in by_multiple(out["loss_at"]):
-                row[f"loss @{k}x"].append(v)
+                row[f"loss @{k}x"][seed] = v
             if out.get("base_theta_loss_at_1x") is not None:
-                row["loss @1x training theta"].append(out["base_theta_loss_at_1x"])
+                row["loss @1x training theta"][seed] = out["base_theta_loss_at_1x"]
             for k, v in by_multiple(out.get("facts_loss_at") or {}):
-                row[f"facts loss @{k}x"].append(v)
+                row[f"facts loss @{k}x"][seed] = v
         elif stage == "eval_niah":
             for k, v in by_multiple(out["accuracy"]):
-                row[f"niah @{k}x"].append(v)
+                row[f"niah @{k}x"][seed] = v
             for k, v in by_multiple(out.get("base_theta_accuracy") or {}):
-                row[f"niah @{k}x training theta"].append(v)
+                row[f"niah @{k}x training theta"][seed] = v
             if out.get("accuracy_grid"):
-                row["niah mean"].append(float(np.mean(out["accuracy_grid"])))
+                row["niah mean"][seed] = float(np.mean(out["accuracy_grid"]))
             needle = out.get("needle_scores") or {}
             if needle.get("top_mean") is not None:
-                row["needle top mean"].append(needle["top_mean"])
+                row["needle top mean"][seed] = needle["top_mean"]
             if out.get("copy"):
-                row["copy gain"].append(out["copy"]["gain"])
+                row["copy gain"][seed] = out["copy"]["gain"]
     return {v: dict(m) for v, m in table.items()}
 
 
@@ -53,16 +55,17 @@ def by_multiple(values: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(values.items(), key=lambda item: float(item[0]))
 
 
-def fmt(values: list[float]) -> str:
+def fmt(by_seed: dict[int, float]) -> str:
+    values = list(by_seed.values())
     if not values:
         return "-"
     mean = statistics.fmean(values)
     return f"{mean:.3f}" if len(values) == 1 else f"{mean:.3f} ± {statistics.stdev(values):.3f}"
 
 
-def rows(table: dict[str, dict[str, list[float]]]) -> tuple[list[str], list[list[str]]]:
+def rows(table: dict[str, dict[str, dict[int, float]]]) -> tuple[list[str], list[list[str]]]:
     """(columns, one row of formatted cells per variant, in the variants' order)."""
     variants = ordered(list(table))
     columns = list(dict.fromkeys(c for v in variants for c in table[v]))
-    body = [[v, *(fmt(table[v].get(c, [])) for c in columns)] for v in variants]
+    body = [[v, *(fmt(table[v].get(c, {})) for c in columns)] for v in variants]
     return ["variant", *columns], body
