@@ -12,6 +12,7 @@ from typing import Any
 
 import matplotlib.image
 import pytest
+from omegaconf import OmegaConf
 
 from ssmax.pipeline.run import plan
 from ssmax.report.__main__ import main as report_main
@@ -211,9 +212,12 @@ def test_settings_name_the_tokenizer_the_models_used() -> None:
 
 
 def test_settings_say_whether_another_cpu_gives_the_same_numbers() -> None:
-    def details(*overrides: str) -> dict[str, str]:
+    def details(*overrides: str, older: bool = False) -> dict[str, str]:
         cfg = make_cfg(*overrides, config_name="pipeline")
         cfg.pipeline.variants, cfg.pipeline.seeds = ["a_softmax"], [0]  # as plan() fills them
+        if older:  # the config of a run from before preset.hardware, as make report reads it
+            cfg = OmegaConf.create(OmegaConf.to_container(cfg))
+            del cfg.preset["hardware"]
         return settings_from_cfg(cfg).details
 
     pinned = details("preset=tiny")["CPU kernels"]
@@ -221,6 +225,8 @@ def test_settings_say_whether_another_cpu_gives_the_same_numbers() -> None:
     own = details("preset=smoke", "trainer.cpu_isa=null")["CPU kernels"]
     assert "a verdict near its interval's edge may differ there" in own
     assert "CPU kernels" not in details("preset=paper")
+    assert details("preset=tiny", older=True)["CPU kernels"] == pinned
+    assert "CPU kernels" not in details("preset=paper", older=True)
 
 
 @pytest.mark.slow

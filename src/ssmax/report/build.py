@@ -67,9 +67,12 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
 def cpu_bits(cfg: DictConfig) -> str | None:
     """For a run on CPUs: whether another machine gives the same numbers (trainer.cpu_isa);
     None on a GPU preset."""
-    if cfg.preset.hardware != "cpu" and cfg.trainer.accelerator != "cpu":
+    isa = cfg.trainer.get("cpu_isa")
+    # a run from before preset.hardware (make report of an older folder): the CPU presets
+    # were the ones that pinned the kernels
+    hardware = cfg.preset.get("hardware", "cpu" if isa else "gpu")
+    if hardware != "cpu" and cfg.trainer.accelerator != "cpu":
         return None
-    isa = cfg.trainer.cpu_isa
     if isa:
         return (f"pinned to {isa} (trainer.cpu_isa): the same numbers, bit for bit, on any "
                 f"x86 CPU with {isa}")  # fmt: skip
