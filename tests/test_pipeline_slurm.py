@@ -124,13 +124,15 @@ def test_same_fingerprints_and_report_as_in_process(
     for variant in got:
         metrics = want[variant]
         assert got[variant].keys() == metrics.keys()
-        for name, values in metrics.items():  # one value per seed
+        for name, by_seed in metrics.items():  # seed -> value
             # Same seeds, CPU, but 1 torch thread per SLURM job vs the test process's threads:
             # reductions may sum in another order, so allow float noise.
+            mine = got[variant][name]
+            assert mine.keys() == by_seed.keys()
             assert all(
-                math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6)
-                for a, b in zip(got[variant][name], values, strict=True)
-            ), (variant, name, got[variant][name], values)
+                math.isclose(mine[seed], value, rel_tol=1e-4, abs_tol=1e-6)
+                for seed, value in by_seed.items()
+            ), (variant, name, mine, by_seed)
 
 
 def test_everything_logged_on_the_server(smoke_dag: dict) -> None:
