@@ -451,7 +451,7 @@ def test_registered_version_loads_back_and_predicts(smoke_pipeline: list[str]) -
     from ssmax.pipeline.run import plan
     from ssmax.stages.common import load_model
     from ssmax.tracking import tracking_uri
-    from ssmax.tracking.sync import logged_model_id
+    from ssmax.tracking.models import logged_model_id
 
     cfg, jobs = plan(smoke_pipeline)
     client = MlflowClient(tracking_uri(cfg))

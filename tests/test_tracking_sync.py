@@ -15,7 +15,8 @@ import pytest
 from mlflow import MlflowClient
 
 from ssmax.pipeline.__main__ import main as pipeline_main
-from ssmax.tracking.sync import DONE_TAG, SOURCE_TAG, Sync, logged_model_id, runs_in_order
+from ssmax.tracking.models import logged_model_id
+from ssmax.tracking.sync import DONE_TAG, SOURCE_TAG, Sync, runs_in_order
 from ssmax.tracking.sync import main as sync_main
 from ssmax.tracking.ui import free_port
 from tests.tracking_fixtures import TrackingServer, leaks

@@ -47,7 +47,6 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
     name, version and models:/ URI."""
     import mlflow.transformers
     from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
     client = MlflowClient(tracking_uri(cfg))
     tags = {k: str(v) for k, v in tags.items()}
@@ -69,15 +68,9 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
         quiet.setLevel(level)
     client.finalize_logged_model(logged.model_id, "READY")
     name = registered_name(variant)
-    try:  # first version of this variant (another node may create it at the same time)
-        client.create_registered_model(name, description=f"ssmax-repro, variant {variant}")
-    except MlflowException as err:
-        if err.error_code != "RESOURCE_ALREADY_EXISTS":
-            raise
-    with registry_finds_models(tracking_uri(cfg)):
-        found = client.create_model_version(name, f"models:/{logged.model_id}", run_id,
-                                            tags=tags, model_id=logged.model_id)  # fmt: skip
-    link_version(client, logged.model_id, name, found.version)
+    ensure_registered_model(client, name, f"ssmax-repro, variant {variant}")
+    found = register_version(client, tracking_uri(cfg), name, f"models:/{logged.model_id}",
+                             run_id, tags, model_id=logged.model_id)  # fmt: skip
     names = aliases(tags)
     for alias in names:  # an alias names one version: the newest registered under it
         client.set_registered_model_alias(name, alias, found.version)
@@ -93,7 +86,44 @@ def aliases(tags: dict[str, str]) -> list[str]:
     return [stage, f"{tags['preset']}-{stage}-seed{tags['seed']}"]
 
 
-def link_version(client: Any, model_id: str, name: str, version: str | int) -> None:
+def ensure_registered_model(
+    client: Any, name: str, description: str | None, tags: dict[str, str] | None = None
+) -> None:
+    """The registered model, created unless it is there (another node or sync may create it
+    at the same time)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name, tags=tags, description=description)
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+
+
+def register_version(
+    client: Any, uri: str, name: str, source: str, run_id: str, tags: dict[str, str],
+    model_id: str | None = None, description: str | None = None,
+) -> Any:  # fmt: skip
+    """A new version of name in client's store (at uri) from source; one made from a
+    LoggedModel (model_id, source models:/<model_id>) is linked both ways, as
+    mlflow.register_model links them."""
+    with _registry_finds_models(uri):
+        made = client.create_model_version(name, source, run_id, tags=tags,
+                                           description=description, model_id=model_id)  # fmt: skip
+    if model_id:
+        _link_version(client, model_id, name, made.version)
+    return made
+
+
+def logged_model_id(version: Any) -> str | None:
+    """The LoggedModel a version was registered from: its model_id, else its models:/m-<id>
+    source (the sqlite registry's search and get leave model_id out)."""
+    rest = version.source.removeprefix("models:/")
+    from_source = rest if rest.startswith("m-") and "/" not in rest else None
+    return version.model_id or from_source
+
+
+def _link_version(client: Any, model_id: str, name: str, version: str | int) -> None:
     """The LoggedModel's list of its registered versions (the UI's link from the model to
     them), kept as mlflow.register_model keeps it."""
     from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
@@ -103,7 +133,7 @@ def link_version(client: Any, model_id: str, name: str, version: str | int) -> N
     client.set_logged_model_tags(model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(versions)})
 
 
-def registry_finds_models(uri: str) -> AbstractContextManager[None]:
+def _registry_finds_models(uri: str) -> AbstractContextManager[None]:
     """While a version of a models:/<id> source is created in uri: MLflow's sqlite registry
     looks the LoggedModel up through the global tracking URI, not its client's (a TODO in
     its create_model_version), which names another store or none (an offline node's own)."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ssmax.tracking.models import link_version, registry_finds_models
+from ssmax.tracking.models import ensure_registered_model, logged_model_id, register_version
 
 SOURCE_TAG = "synced_from"  # on a copy: the local run id (a version: "<run id>/<version>")
 DONE_TAG = "synced"  # on a run's copy once all of it is there
@@ -196,15 +196,8 @@ class Sync:
 
     def models(self) -> None:
         """Registered models and versions of copied runs, with their tags and aliases."""
-        from mlflow.exceptions import MlflowException
-
         for model in _pages(lambda t: self.src.search_registered_models(page_token=t)):
-            try:
-                self.dst.create_registered_model(model.name, tags=dict(model.tags),
-                                                 description=model.description)  # fmt: skip
-            except MlflowException as err:
-                if err.error_code != "RESOURCE_ALREADY_EXISTS":
-                    raise
+            ensure_registered_model(self.dst, model.name, model.description, dict(model.tags))
             query = f"name = '{model.name}'"
             there = {v.tags.get(SOURCE_TAG): v.version
                      for v in self.dst.search_model_versions(query)}  # fmt: skip
@@ -219,14 +212,10 @@ class Sync:
                     source = version.source.replace(version.run_id, run_id)
                     if copied:  # models:/<logged model id>
                         source = version.source.replace(made_from, copied)
-                    with registry_finds_models(self.target):
-                        made = self.dst.create_model_version(
-                            model.name, source, run_id,
-                            tags=dict(version.tags) | {SOURCE_TAG: key},
-                            description=version.description, model_id=copied,
-                        )  # fmt: skip
-                    if copied:
-                        link_version(self.dst, copied, model.name, made.version)
+                    made = register_version(
+                        self.dst, self.target, model.name, source, run_id,
+                        dict(version.tags) | {SOURCE_TAG: key}, copied, version.description,
+                    )  # fmt: skip
                     there[key] = made.version
                     self.counts.versions += 1
                 if key in there:
@@ -235,14 +224,6 @@ class Sync:
             for alias, version in (aliases or {}).items():
                 if str(version) in copies:
                     self.dst.set_registered_model_alias(model.name, alias, copies[str(version)])
-
-
-def logged_model_id(version: Any) -> str | None:
-    """The LoggedModel a version was registered from: its model_id, else its models:/m-<id>
-    source (the sqlite registry's search leaves model_id out)."""
-    rest = version.source.removeprefix("models:/")
-    from_source = rest if rest.startswith("m-") and "/" not in rest else None
-    return version.model_id or from_source
 
 
 class SyncError(Exception):
