@@ -11,7 +11,7 @@ Verdicts are for the other seeds (the report names any design seed among them).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ssmax.report.claims import values_of
 from ssmax.report.gather import Design, Results
@@ -34,41 +34,46 @@ def design_rows(results: Results, design: Design, variants: Sequence[str]) -> li
     claims (a verdict run has no design seed), not a test."""
     out, seeds = [], design.seeds
     evaluated = [v for v in variants if results.get("eval_niah", v)]
-
-    def cells(values: dict[int, float], over: Sequence[int], passes: Callable[[float], bool],
-              label: str = "") -> tuple[str, str]:  # fmt: skip
-        mean, n = _mean_over(values, over)
-        if mean is None:
-            return "-", "-"
-        return f"{label}{mean:.3f} ({n} of {len(over)} seeds)", "yes" if passes(mean) else "no"
-
     for variant in evaluated:
         values = values_of(results, "niah@1", variant)
-        floor = lambda m: m >= design.niah_at_1x  # noqa: E731
-        got, met = cells(values, seeds, floor)
-        here = cells(values, sorted(values), floor)
         label = f"({facts(variant).letter}) NIAH at 1x >= {design.niah_at_1x:g}"
-        out.append([label, got, met, f"{here[0]}: {here[1]}" if here[0] != "-" else "-"])
+        got, met = _floor(values, seeds, design.niah_at_1x)
+        out.append([label, got, met, _joined(*_floor(values, sorted(values), design.niah_at_1x))])
     multiples = sorted({float(k) for v in evaluated for o in results.get("eval_niah", v).values()
                         for k in o.get("accuracy", {})})  # fmt: skip
     if multiples:
         top = f"{multiples[-1]:g}"
         label = f"the best variant's NIAH at the largest context ({top}x) < {design.falls_below:g}"
-        row = [label]
-        for over in (seeds, None):  # the design seeds, then this run's
-            values = {v: values_of(results, f"niah@{top}", v) for v in evaluated}
-            means = {v: _mean_over(x, over if over is not None else sorted(x))[0]
-                     for v, x in values.items()}  # fmt: skip
-            known = {v: m for v, m in means.items() if m is not None}
-            if not known:
-                row += ["-", "-"] if over is not None else ["-"]
-                continue
-            best = max(known, key=known.__getitem__)
-            met = "yes" if known[best] < design.falls_below else "no"
-            got = f"({facts(best).letter}) {known[best]:.3f}"
-            row += [got, met] if over is not None else [f"{got}: {met}"]
-        out.append(row)
+        values = {v: values_of(results, f"niah@{top}", v) for v in evaluated}
+        got, met = _best_below(values, seeds, design.falls_below)
+        out.append([label, got, met, _joined(*_best_below(values, None, design.falls_below))])
     return out
+
+
+def _floor(values: dict[int, float], seeds: Sequence[int], floor: float) -> tuple[str, str]:
+    """(mean over the seeds and how many had one, met) of a variant's floor; '-' without."""
+    mean, n = _mean_over(values, seeds)
+    if mean is None:
+        return "-", "-"
+    return f"{mean:.3f} ({n} of {len(seeds)} seeds)", "yes" if mean >= floor else "no"
+
+
+def _best_below(
+    values: dict[str, dict[int, float]], seeds: Sequence[int] | None, bound: float
+) -> tuple[str, str]:
+    """(the best variant and its mean over the seeds, met: below bound); seeds None: each
+    variant's own; '-' without."""
+    means = {v: _mean_over(x, sorted(x) if seeds is None else seeds)[0] for v, x in values.items()}
+    known = {v: m for v, m in means.items() if m is not None}
+    if not known:
+        return "-", "-"
+    best = max(known, key=known.__getitem__)
+    return f"({facts(best).letter}) {known[best]:.3f}", "yes" if known[best] < bound else "no"
+
+
+def _joined(got: str, met: str) -> str:
+    """The information column's cell: 'value: met', or '-'."""
+    return "-" if got == "-" else f"{got}: {met}"
 
 
 def overlap_line(design: Design, seeds: Sequence[int]) -> str:
