@@ -4,13 +4,17 @@
 # already, then runs what `make bench PRESET=paper` runs on a GPU and copies the output and
 # bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step ...]
 # (default: niah evals; step compiles a model a variant, minutes). NIAH_WAYS: bench_niah's --ways.
+# sysmetrics: a smoke pretraining on the GPU, tracked, and the system metrics its run logged.
+# seeds: the tiny preset's pretraining nodes of SEEDS x VARIANTS side by side on the host's CPU
+# cores (local executor, WORKERS, at most SEEDS_TIMEOUT_S), their wall time and weights digests
+# (scripts/weights_digest.py) in $OUT/seeds_digests.txt, to compare with a run elsewhere.
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
-  case $one in niah|evals|step) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step)" >&2; exit 2 ;; esac
+  case $one in niah|evals|step|sysmetrics|seeds) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds)" >&2; exit 2 ;; esac
 done
 WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
@@ -31,6 +35,21 @@ for one in $PARTS; do
     niah) python3 bench/bench_niah.py --ways "${NIAH_WAYS:-eager:torch,compiled:torch,compiled:cudnn}" ;;
     evals) python3 bench/bench_evals.py --preset paper ;;
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
+    sysmetrics)
+      python3 -m ssmax.train preset=smoke trainer.compile=false \
+        tracking.system_metrics_interval_s=1 paths.output_dir=/tmp/sysmetrics >/dev/null 2>&1 \
+        || { echo "sysmetrics: the smoke pretraining failed" >&2; exit 1; }
+      python3 -c "import sqlite3; db = sqlite3.connect('/tmp/sysmetrics/mlflow.db')
+for key, n, top in db.execute(\"select key, count(*), max(value) from metrics where key like 'system/%' group by key order by key\"): print(f'{key}: {n} samples, max {top:g}')" ;;
+    seeds)
+      start=$(date +%s)
+      timeout "${SEEDS_TIMEOUT_S:-480}" python3 -m ssmax.pipeline run preset=tiny pipeline.file=paper \
+        "pipeline.seeds=[${SEEDS:-3,4,5,6,7,8,9,10}]" "pipeline.variants=[${VARIANTS:-a_softmax,b_ssmax}]" \
+        "pipeline.targets=[pretrain]" executor=local "executor.workers=${WORKERS:-$(nproc)}" \
+        trainer.accelerator=cpu paths.output_dir=/tmp/seeds || echo "seeds: pipeline exit $?"
+      echo "seeds: $(( $(date +%s) - start )) s wall on $(nproc) cores"
+      grep -h '"wall_s"\|"node"' /tmp/seeds/pipeline/nodes/pretrain/*/*/*/done.json | paste - - || true
+      python3 scripts/weights_digest.py /tmp/seeds/pipeline/nodes/pretrain | tee "$OUT/seeds_digests.txt" || true ;;
   esac 2>&1 | tee "$OUT/bench_$one.txt"
 done
 cp bench/throughput.json "$OUT/"
