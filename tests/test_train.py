@@ -143,9 +143,45 @@ def test_result_carries_final_losses(out_dir: Path, shared_cache: Path) -> None:
 def test_progress_bar_is_described_by_steps() -> None:
     import lightning as L
 
-    from ssmax.training import StepProgressBar
+    from ssmax.lit.progress import StepProgressBar
 
     bar = StepProgressBar()
     trainer = L.Trainer(max_steps=1500, max_epochs=-1, callbacks=[bar], logger=False)
     bar.setup(trainer, None, "fit")
     assert bar._get_train_description(0) == "train, 1,500 steps"  # Lightning's: "Epoch 0/-2"
+
+
+def test_progress_is_rich_on_a_terminal_and_lines_in_a_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import os
+    import pty
+    import sys
+
+    from ssmax.lit.progress import ProgressLines, StepProgressBar, progress_bar
+
+    master, replica = pty.openpty()
+    with os.fdopen(replica, "w") as terminal:
+        monkeypatch.setattr(sys, "stdout", terminal)
+        assert isinstance(progress_bar(60.0), StepProgressBar)
+    os.close(master)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert isinstance(progress_bar(60.0), ProgressLines)
+
+
+def test_a_log_gets_progress_lines_to_the_last_step(
+    out_dir: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = smoke_cfg(
+        out_dir,
+        shared_cache,
+        "a_softmax",
+        "seed=5",
+        "trainer.progress_bar=true",
+        "trainer.progress_every_s=1e-9",
+    )
+    train(cfg)
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("train step ")]
+    total = cfg.trainer.pretrain.max_steps
+    assert [int(x.split()[2].split("/")[0]) for x in lines] == list(range(1, total + 1))
+    assert lines[-1].startswith(f"train step {total}/{total} (100%) · loss ")
+    assert "left" not in lines[-1] and all("left" in x for x in lines[:-1])

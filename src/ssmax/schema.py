@@ -214,7 +214,8 @@ class TrainerConfig:
     val_every_n_steps: int = rule(200, gt=0)  # validation every this many optimizer steps
     val_batches: int | float = rule(8, gt=0)  # validation batches per check (float: a share)
     checkpoint_every_n_steps: int = rule(200, gt=0)  # Lightning checkpoint (resume) interval
-    progress_bar: bool = True  # Rich progress bar
+    progress_bar: bool = True  # Rich's bar on a terminal; in a log file, a line every:
+    progress_every_s: float = rule(60.0, gt=0)  # seconds (ssmax.lit.progress)
     save_weights_at: list[int] = rule([], gt=0)  # steps after which weights are saved
     deterministic: bool = False  # deterministic kernels (CPU tests of resume equality)
     # On a CPU, one torch thread a node and kernels pinned to this set: the same bits on any x86

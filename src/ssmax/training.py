@@ -28,6 +28,7 @@ from ssmax.data.module import TokenizedDataModule, lm_datamodule
 from ssmax.io import atomic_torch_save, atomic_write_json, atomic_write_text
 from ssmax.lit.guards import resume_from
 from ssmax.lit.module import LitLM
+from ssmax.lit.progress import progress_bar
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
     ResumableMLFlowLogger,
@@ -249,7 +250,7 @@ def build_callbacks(cfg: DictConfig, run_dir: Path, save_at: dict[int, Path]) ->
     if deferred is not None:
         callbacks.append(StepBoundary(deferred, checkpoints / "last.ckpt", run_dir))
     if cfg.trainer.progress_bar:
-        callbacks.append(StepProgressBar())
+        callbacks.append(progress_bar(cfg.trainer.progress_every_s))
     return callbacks + [hydra.utils.instantiate(c) for c in cfg.trainer.callbacks]
 
 
@@ -296,14 +297,6 @@ def plugins() -> list[object]:
     if SLURMEnvironment.detect():
         found.append(SLURMEnvironment(auto_requeue=False))
     return found
-
-
-class StepProgressBar(L.pytorch.callbacks.RichProgressBar):
-    """Lightning's rich bar, described by the run's steps: training is set in steps
-    (max_epochs=-1), which Lightning's own description showed as "Epoch 0/-2"."""
-
-    def _get_train_description(self, current_epoch: int) -> str:
-        return f"train, {self.trainer.max_steps:,} steps"
 
 
 class SaveWeightsAt(L.Callback):
