@@ -1,4 +1,4 @@
-"""The same bits on any x86 CPU (``trainer.cpu_isa``).
+"""The same bits whatever kernels the CPU would pick (``trainer.cpu_isa``).
 
 A CPU run's low bits depend on the machine: PyTorch's own kernels, MKL's GEMMs and oneDNN pick
 their code by the CPU's instruction set (AVX-512 here, AVX2 elsewhere), and ATen's parallel
@@ -8,7 +8,12 @@ AVX2 code (every x86 CPU since 2013 has it) and runs each node on one torch thre
 this project's AVX-512 CPU, five training steps give the same weights however the process was
 started (tests/test_cpu_isa.py), for ~10% more CPU time (docs/tiny-scale.md). The variables are
 read when a process first computes, so they are set before that, in the process that runs the
-node (and the local executor's fork server)."""
+node (and the local executor's fork server).
+
+Across machines it is not yet shown: on the lent GPU host (another Xeon with AVX-512, Python
+3.12, numpy 2.5, its own Lightning and pyarrow) a pinned smoke pretraining gave other weights
+than here, with torch 2.11 and tokenizers 0.23.2 giving this machine's bits here; the software
+or the CPU, not separated yet (docs/tiny-scale.md, 2026-11-27)."""
 
 from __future__ import annotations
 

@@ -218,7 +218,8 @@ class TrainerConfig:
     progress_every_s: float = rule(60.0, gt=0)  # seconds (ssmax.lit.progress)
     save_weights_at: list[int] = rule([], gt=0)  # steps after which weights are saved
     deterministic: bool = False  # deterministic kernels (CPU tests of resume equality)
-    # On a CPU, one torch thread a node and kernels pinned to this set: the same bits on any x86
+    # On a CPU, one torch thread a node, kernels pinned to this set: the same bits whatever the
+    # CPU would pick (ssmax.cpu)
     cpu_isa: str | None = rule(None, choices=(None, "avx2"))  # ssmax.cpu; null: the CPU's own
     callbacks: list[Any] = items()  # extra callbacks, {_target_: module.Class, ...}; observers
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)  # App. B

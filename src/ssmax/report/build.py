@@ -74,8 +74,10 @@ def cpu_bits(cfg: DictConfig) -> str | None:
     if hardware != "cpu" and cfg.trainer.accelerator != "cpu":
         return None
     if isa:
-        return (f"pinned to {isa} (trainer.cpu_isa): the same numbers, bit for bit, on any "
-                f"x86 CPU with {isa}")  # fmt: skip
+        return (f"pinned to {isa} (trainer.cpu_isa): the same numbers, bit for bit, whatever "
+                f"kernels the CPU would pick; another machine's other software (Python, numpy, "
+                f"Lightning) gave other bits, so a verdict near its interval's edge may differ "
+                f"there")  # fmt: skip
     return (
         "this machine's own (trainer.cpu_isa unset): another CPU gives other low bits, so "
         "another training per seed; a verdict near its interval's edge may differ there"
