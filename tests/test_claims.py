@@ -142,8 +142,35 @@ def test_each_claim_says_how_many_seeds_would_decide_it() -> None:
     assert [k.seeds_needed for k in c.checks] == [seeds_for_power(0.1, 0.1), 2, 2] == [10, 2, 2]
     assert c.seeds_needed == 10
     row = _claim_rows([c])[0]
-    assert row[-2:] == ["INCONCLUSIVE", "10"] and "inconclusive (decided by 10)" in row[2]
+    assert row[3:5] == ["INCONCLUSIVE", "10"] and "inconclusive (decided by 10;" in row[2]
     one_seed = claim(results({"a": [4.5], "b": [4.4], "c": [4.4], "d": [4.4]}), "pretrain_lower")
-    assert math.isnan(one_seed.seeds_needed) and _claim_rows([one_seed])[0][-1] == "-"
+    assert math.isnan(one_seed.seeds_needed) and _claim_rows([one_seed])[0][4] == "-"
     no_effect = claim(results({"a": a, "b": a, "c": a, "d": a}), "pretrain_lower")
-    assert no_effect.seeds_needed == math.inf and _claim_rows([no_effect])[0][-1] == "none"
+    assert no_effect.seeds_needed == math.inf and _claim_rows([no_effect])[0][4] == "none"
+
+
+def test_each_verdict_says_how_likely_a_rerun_with_fresh_noise_repeats_it() -> None:
+    """A claim that holds is at most as sure as its least sure ordering; a contradicted one at
+    least as sure as its surest contradicted ordering; an inconclusive one gets no bound."""
+    a = [4.5, 4.6, 4.4, 4.55]
+    near = [0.10, 0.04, 0.12, 0.06]  # (b) below (a) by a little: holds, near its edge
+    far = [0.30, 0.31, 0.29, 0.30]  # (c), (d): by far
+    res = results({"a": a, "b": [x - d for x, d in zip(a, near, strict=True)],
+                   "c": [x - d for x, d in zip(a, far, strict=True)],
+                   "d": [x - d - 0.01 for x, d in zip(a, far, strict=True)]})  # fmt: skip
+    c = claim(res, "pretrain_lower")
+    assert c.verdict == "holds"
+    keeps = [k.rerun_keeps for k in c.checks]
+    assert keeps[0] == pytest.approx(Interval.of(near).rerun_keeps()) and keeps[0] < 0.95
+    assert min(keeps[1:]) > 0.95
+    assert c.rerun_keeps == keeps[0]
+    row = _claim_rows([c])[0]
+    assert row[5] == f"≤ {keeps[0]:.2f}" and f"same on a rerun {keeps[0]:.2f})" in row[2]
+    worse = results({"a": a, "b": [x + d for x, d in zip(a, near, strict=True)],
+                     "c": [x + d for x, d in zip(a, far, strict=True)], "d": a})  # fmt: skip
+    c = claim(worse, "pretrain_lower")
+    assert c.verdict == "contradicted" and c.checks[2].verdict == "inconclusive"
+    assert c.rerun_keeps == c.checks[1].rerun_keeps > c.checks[0].rerun_keeps
+    assert _claim_rows([c])[0][5] == f"≥ {c.rerun_keeps:.2f}"
+    undecided = claim(results({"a": a, "b": a, "c": a, "d": a}), "pretrain_lower")
+    assert math.isnan(undecided.rerun_keeps) and _claim_rows([undecided])[0][5] == "-"

@@ -76,3 +76,44 @@ def test_power_of_two_seeds_far_out_is_students(d: float) -> None:
     t = (rng.normal(size=200_000) + ncp) / np.abs(rng.normal(size=200_000))
     assert paired_t_power(d, 1.0, 2) == pytest.approx((np.abs(t) > t975(1)).mean(), abs=0.005)
     assert seeds_for_power(d, 1.0) == 3  # 2 seeds: power 0.49-0.78, short of 0.8
+
+
+@pytest.mark.parametrize(
+    ("mean", "sd", "n"),
+    [(0.5, 0.4, 8), (-0.4, 0.3, 8), (0.1, 0.4, 8), (0.33, 0.4, 8), (3.0, 0.2, 2), (0.2, 0.3, 4)],
+)
+def test_rerun_keeps_is_what_a_rerun_with_fresh_noise_does_in_simulation(
+    mean: float, sd: float, n: int
+) -> None:
+    """Seeds trained again with fresh noise, 40,000 times: the true mean drawn from N(mean,
+    sd²/n), the rerun's n values from N(true mean, sd²), decided by the same rule; the share that
+    repeats this run's verdict against the formula (binomial se <= 0.0025). The cases: holds,
+    contradicted, inconclusive, holds at its interval's edge, 2 seeds, 4."""
+    observed = Interval.of([mean + sd * z for z in _unit_sample(n)])
+    rng = np.random.default_rng(2)
+    truth = rng.normal(mean, sd / math.sqrt(n), size=40_000)
+    x = rng.normal(truth[:, None], sd, size=(40_000, n))
+    half = t975(n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    lo, hi = x.mean(axis=1) - half, x.mean(axis=1) + half
+    verdicts = np.where(lo > 0, "holds", np.where(hi < 0, "contradicted", "inconclusive"))
+    repeated = (verdicts == observed.verdict()).mean()
+    assert repeated == pytest.approx(observed.rerun_keeps(), abs=0.01)
+
+
+def _unit_sample(n: int) -> list[float]:
+    """n values of mean 0 and sample sd 1 exactly."""
+    z = np.arange(n) - (n - 1) / 2
+    return list(z / z.std(ddof=1))
+
+
+def test_rerun_keeps_at_the_edges() -> None:
+    edge = Interval.of([x + t975(7) / math.sqrt(8) for x in _unit_sample(8)])
+    assert edge.lo == pytest.approx(0.0, abs=1e-12)  # on the edge: a coin's chance either way
+    assert 0.45 < edge.rerun_keeps() < 0.55
+    assert math.isnan(Interval.of([0.3]).rerun_keeps())  # one seed: nothing to judge by
+    assert Interval.of([0.3, 0.3, 0.3]).rerun_keeps() == 1.0  # no spread: no noise to redraw
+    far = Interval.of([100 + x for x in _unit_sample(8)])  # scipy's nct is nan this far out
+    assert far.verdict() == "holds" and far.rerun_keeps() == pytest.approx(1.0)
+    assert Interval.of([-100 + x for x in _unit_sample(8)]).rerun_keeps() == pytest.approx(1.0)
+    r2 = Interval.of([0.95 + 0.01 * x for x in _unit_sample(8)])  # against a threshold
+    assert r2.verdict(0.9) == "holds" and r2.rerun_keeps(0.9) == pytest.approx(1.0)

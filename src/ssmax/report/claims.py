@@ -15,7 +15,9 @@ The rule, fixed before any run (never tune it, or the claims, towards a verdict)
 - One-sample claims (the p_n log law) use the same interval on the per-seed values against
   the threshold.
 - Beside each verdict, information only: how many paired seeds would decide the ordering with
-  power 0.8 if the observed effect and spread were the truth (stats.seeds_for_power).
+  power 0.8 if the observed effect and spread were the truth (stats.seeds_for_power), and the
+  chance that the same seeds trained again with fresh training noise (another machine: a CPU
+  run's low bits move with the software) give its verdict again (stats.Interval.rerun_keeps).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Checked:
     difference: str  # high - low: mean [95% interval] (n)
     verdict: str
     seeds_needed: float = math.nan  # paired seeds for power 0.8 at this effect and spread
+    rerun_keeps: float = math.nan  # chance of this verdict again on a rerun with fresh noise
 
 
 @dataclass
@@ -70,6 +73,17 @@ class Claim:
         and spreads (the most any one needs); nan where an ordering has < 2 seeds."""
         needed = [c.seeds_needed for c in self.checks]
         return math.nan if not needed or any(map(math.isnan, needed)) else max(needed)
+
+    @property
+    def rerun_keeps(self) -> float:
+        """A bound on the chance that a rerun with fresh training noise gives this verdict
+        again: holds, at most its least sure ordering's chance to hold again; contradicted, at
+        least its surest contradicted ordering's chance; nan for the others."""
+        if self.verdict == "holds":
+            return min(c.rerun_keeps for c in self.checks)
+        if self.verdict == "contradicted":
+            return max(c.rerun_keeps for c in self.checks if c.verdict == "contradicted")
+        return math.nan
 
 
 def niah_mean(outputs: dict, beyond: float | None) -> float | None:
@@ -145,7 +159,8 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
         seeds = sorted(set(low) & set(high))
         interval = Interval.of([high[s] - low[s] for s in seeds])
         verdict = interval.verdict()
-        checks.append(Checked(o.label(), str(interval), verdict, interval.seeds_needed()))
+        checks.append(Checked(o.label(), str(interval), verdict, interval.seeds_needed(),
+                              interval.rerun_keeps()))  # fmt: skip
         missing += [f"{x}@{o.metric}" for x, v in ((o.low, low), (o.high, high)) if not v]
     shown, metrics = [], list(dict.fromkeys(o.metric for o in orderings))
     for metric in metrics:
@@ -256,7 +271,7 @@ def pn_log_law(results: Results) -> Claim:
     a2 = _spread([f.a2 for _, f in fits.values()])
     interval = Interval.of(r2)
     verdict = interval.verdict(R2_LOG_LAW)
-    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict,
-                     interval.seeds_needed(R2_LOG_LAW))  # fmt: skip
+    needed, keeps = interval.seeds_needed(R2_LOG_LAW), interval.rerun_keeps(R2_LOG_LAW)
+    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict, needed, keeps)
     value = f"R² {_spread(r2)}; a1 {a1}, a2 {a2}"
     return Claim("pn_log_law", text, value, verdict, [check_], _rationale())

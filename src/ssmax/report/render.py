@@ -27,11 +27,16 @@ RULE = (
     "the other side: contradicted; containing 0, or fewer than 2 seeds: inconclusive. A claim "
     "holds when all its orderings hold and is contradicted when any one is. Seeds to decide: "
     "how many paired seeds would decide every ordering with power 0.8 if the observed effects "
-    "and spreads were the truth (none: an effect of 0); information, not part of the verdict."
+    "and spreads were the truth (none: an effect of 0). Same on a rerun: the chance that the "
+    "same seeds trained again with fresh training noise give the verdict again (another machine "
+    "or other software moves a CPU run's low bits, and one flipped bit moves a whole run; the "
+    "true effect drawn around the observed one): a bound for the claim (holds: at most its "
+    "least sure ordering's; contradicted: at least its surest), below 0.95 a verdict within "
+    "that noise. Both are information, not part of the verdict."
 )
 CLAIM_COLUMNS = ["claim (paper)", "ours: mean ± sd per variant", "paired differences: "
                  "high - low, mean [95% interval] (seeds)", "verdict",
-                 "seeds to decide (power 0.8)"]  # fmt: skip
+                 "seeds to decide (power 0.8)", "same on a rerun"]  # fmt: skip
 
 
 def _md_table(columns: list[str], body: list[list[str]]) -> list[str]:
@@ -89,15 +94,23 @@ def seeds_text(n: float) -> str:
     return "none" if math.isinf(n) else str(int(n))
 
 
+def rerun_text(c: Claim) -> str:
+    """The claim's bound on its verdict's chance on a rerun: '≤ 0.62', '≥ 0.97' or '-'."""
+    if math.isnan(c.rerun_keeps):
+        return "-"
+    return f"{'≤' if c.verdict == 'holds' else '≥'} {c.rerun_keeps:.2f}"
+
+
 def _claim_rows(claims: list[Claim]) -> list[list[str]]:
     def checks(c: Claim) -> str:
         return "; ".join(
-            f"{k.ordering}: {k.difference} {k.verdict} (decided by {seeds_text(k.seeds_needed)})"
+            f"{k.ordering}: {k.difference} {k.verdict} (decided by {seeds_text(k.seeds_needed)}"
+            f"; same on a rerun {'-' if math.isnan(k.rerun_keeps) else f'{k.rerun_keeps:.2f}'})"
             for k in c.checks
         ) or "-"  # fmt: skip
 
-    return [[c.text, c.value, checks(c), c.verdict.upper(), seeds_text(c.seeds_needed)]
-            for c in claims]  # fmt: skip
+    return [[c.text, c.value, checks(c), c.verdict.upper(), seeds_text(c.seeds_needed),
+             rerun_text(c)] for c in claims]  # fmt: skip
 
 
 DESIGN_NOTE = (

@@ -1,5 +1,6 @@
-"""The statistics the claims rest on: the 95% interval of a mean of paired differences, and how
-many paired seeds would decide it (power of the two-sided paired t-test).
+"""The statistics the claims rest on: the 95% interval of a mean of paired differences, how
+many paired seeds would decide it (power of the two-sided paired t-test), and how likely the
+same seeds trained again with fresh training noise (another machine) give the same verdict.
 
 Plain scipy; nothing here knows a variant or a metric.
 """
@@ -62,6 +63,26 @@ class Interval:
             return math.nan
         return seeds_for_power(self.mean - threshold, self.sd)
 
+    def rerun_keeps(self, threshold: float = 0.0) -> float:
+        """The chance that the same seeds, trained again with each seed's training noise drawn
+        anew, give this verdict again: what another machine or other software does to a CPU
+        run (one flipped low bit moves the whole run); cautious, since a seed's data order
+        stays there and its noise is redrawn only in part. Model: the true mean ~ N(mean,
+        sd²/n) (flat prior, sd taken as the truth), the rerun's n values ~ N(true mean, sd²),
+        decided by the same rule. Then the rerun's t statistic over sqrt(2) is noncentral t
+        (n - 1 df, ncp t/sqrt(2), t this run's statistic); nan below 2 values."""
+        if self.n < 2:
+            return math.nan
+        if self.sd == 0:
+            return 1.0
+        t = (self.mean - threshold) / (self.sd / math.sqrt(self.n))
+        crit = t975(self.n - 1) / math.sqrt(2)
+        above, below = _beyond(crit, self.n - 1, t / math.sqrt(2))
+        verdict = self.verdict(threshold)
+        if verdict == "holds":
+            return above
+        return below if verdict == "contradicted" else 1.0 - above - below
+
     def __str__(self) -> str:
         if self.n == 0:
             return "-"
@@ -78,15 +99,22 @@ def paired_t_power(effect: float, sd: float, n: int, alpha: float = ALPHA) -> fl
     df, crit = n - 1, float(stats.t.ppf(1 - alpha / 2, n - 1))
     if sd == 0:
         return 1.0 if effect != 0 else alpha
-    ncp = abs(effect) / sd * math.sqrt(n)  # the power is the same for -effect
-    # scipy's nct.cdf is nan from ncp ~8 on, at any df: there the far tail it gives (an interval
-    # below 0 for a positive effect) is under Phi(-ncp) < 1e-15, and counts as 0. (Taking the
-    # normal approximation for the whole power there ignored df: 2 seeds at effect 11 sd had
-    # power 0.998 instead of Student's 0.778, and seeds_for_power said 2, not 3.)
+    upper, lower = _beyond(crit, df, abs(effect) / sd * math.sqrt(n))  # same power for -effect
+    return upper + lower
+
+
+def _beyond(crit: float, df: int, ncp: float) -> tuple[float, float]:
+    """P(T > crit) and P(T < -crit) for T noncentral t (df, ncp)."""
+    # scipy's nct is nan from |ncp| ~8 on, at any df: there the far tail is under
+    # Phi(-|ncp|) < 1e-15 and counts as 0, the near one is normal's (exact there: not seen for
+    # df < 10,000 and ncp < 1000). (Taking the normal approximation everywhere ignored df: 2
+    # seeds at effect 11 sd had power 0.998 instead of Student's 0.778.)
     upper, lower = float(stats.nct.sf(crit, df, ncp)), float(stats.nct.cdf(-crit, df, ncp))
-    if math.isnan(upper):  # not seen for df < 10,000 and ncp < 1000; normal there: exact
-        return float(stats.norm.sf(crit - ncp))
-    return upper + (0.0 if math.isnan(lower) else lower)
+    if math.isnan(upper):
+        upper = float(stats.norm.sf(crit - ncp)) if ncp > 0 else 0.0
+    if math.isnan(lower):
+        lower = float(stats.norm.cdf(-crit - ncp)) if ncp < 0 else 0.0
+    return upper, lower
 
 
 def seeds_for_power(effect: float, sd: float, power: float = POWER) -> float:
