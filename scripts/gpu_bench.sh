@@ -7,14 +7,18 @@
 # sysmetrics: a smoke pretraining on the GPU, tracked, and the system metrics its run logged.
 # seeds: the tiny preset's pretraining nodes of SEEDS x VARIANTS side by side on the host's CPU
 # cores (local executor, WORKERS, at most SEEDS_TIMEOUT_S), their wall time and weights digests
-# (scripts/weights_digest.py) in $OUT/seeds_digests.txt, to compare with a run elsewhere.
+# (scripts/weights_digest.py) in $OUT/seeds_digests.txt, to compare with a run elsewhere, and
+# the nodes' logs in $OUT/seeds_logs.tgz.
+# bits: the pinned smoke pretraining on the CPU, with what could move its bits besides the CPU
+# (Python's and the packages' versions, glibc, digests of the data files and the weights), in
+# $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "On a second machine").
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
-  case $one in niah|evals|step|sysmetrics|seeds) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds)" >&2; exit 2 ;; esac
+  case $one in niah|evals|step|sysmetrics|seeds|bits) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits)" >&2; exit 2 ;; esac
 done
 WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
@@ -49,7 +53,19 @@ for key, n, top in db.execute(\"select key, count(*), max(value) from metrics wh
         trainer.accelerator=cpu paths.output_dir=/tmp/seeds || echo "seeds: pipeline exit $?"
       echo "seeds: $(( $(date +%s) - start )) s wall on $(nproc) cores"
       grep -h '"wall_s"\|"node"' /tmp/seeds/pipeline/nodes/pretrain/*/*/*/done.json | paste - - || true
-      python3 scripts/weights_digest.py /tmp/seeds/pipeline/nodes/pretrain | tee "$OUT/seeds_digests.txt" || true ;;
+      python3 scripts/weights_digest.py /tmp/seeds/pipeline/nodes/pretrain | tee "$OUT/seeds_digests.txt" || true
+      tar czf "$OUT/seeds_logs.tgz" -C /tmp/seeds/pipeline logs || true ;;
+    bits)
+      rm -rf /tmp/bits
+      OMP_NUM_THREADS=2 python3 -m ssmax.pipeline run preset=smoke "pipeline.variants=[a_softmax]" \
+        "pipeline.targets=[pretrain]" executor=inprocess trainer.accelerator=cpu \
+        trainer.cpu_isa=avx2 tracking.enabled=false paths.output_dir=/tmp/bits >/dev/null 2>&1 \
+        || { echo "bits: the smoke pretraining failed" >&2; exit 1; }
+      { python3 -c "import platform, importlib.metadata as m; print('python', platform.python_version())
+for d in ('torch', 'numpy', 'tokenizers', 'datasets', 'pyarrow', 'lightning', 'hydra-core'): print(d, m.version(d))"
+        ldd --version | head -1
+        (cd /tmp/bits/cache && find . -type f ! -name '*.lock' -print0 | sort -z | xargs -0 sha256sum | cut -c1-16,65-)
+        python3 scripts/weights_digest.py /tmp/bits/pipeline/nodes/pretrain; } | tee "$OUT/bits.txt" ;;
   esac 2>&1 | tee "$OUT/bench_$one.txt"
 done
 cp bench/throughput.json "$OUT/"
