@@ -10,10 +10,10 @@ started (tests/test_cpu_isa.py), for ~10% more CPU time (docs/tiny-scale.md). Th
 read when a process first computes, so they are set before that, in the process that runs the
 node (and the local executor's fork server).
 
-Across machines it is not yet shown: on the lent GPU host (another Xeon with AVX-512, Python
-3.12, numpy 2.5, its own Lightning and pyarrow) a pinned smoke pretraining gave other weights
-than here, with torch 2.11 and tokenizers 0.23.2 giving this machine's bits here; the software
-or the CPU, not separated yet (docs/tiny-scale.md, 2026-11-27)."""
+Across machines it is not yet shown: on the lent GPU host (another Xeon with AVX-512, its own
+Lightning, pyarrow and glibc) a pinned smoke pretraining gave other weights than here, where
+its torch, tokenizers, Python 3.12 and numpy 2.5 each give this machine's bits; those
+packages or the CPU, not separated yet (docs/tiny-scale.md, 2026-11-27)."""
 
 from __future__ import annotations
 
