@@ -89,7 +89,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 LAUNCH = 'python -m ssmax.tracking.ui --output-dir "$1" --port "$2" & echo $! ; wait'
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "parent dies"])
+@pytest.mark.parametrize(
+    "how", ["SIGTERM", "SIGINT", "SIGHUP", "SIGKILL", "parent dies", "parent dies at start"]
+)
 def test_ui_leaves_no_process_and_frees_the_port(store: Path, how: str) -> None:
     port = free_port()
     env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -99,12 +101,15 @@ def test_ui_leaves_no_process_and_frees_the_port(store: Path, how: str) -> None:
     tree: set[int] = set()
     try:
         ui = int(parent.stdout.readline())
+        if how == "parent dies at start":  # its server is starting, no banner yet (the UI read
+            wait_for("its server to start", lambda: descendants(ui))  # its parent after one)
+            os.kill(parent.pid, signal.SIGKILL)
         assert parent.stdout.readline().startswith("MLflow UI: ")  # serving: /health answered
         tree = descendants(ui)
         assert tree, "the UI started no server"  # mlflow server and its uvicorn worker(s)
         if how == "parent dies":
             os.kill(parent.pid, signal.SIGKILL)
-        else:
+        elif how != "parent dies at start":
             os.kill(ui, getattr(signal, how))
         wait_for("the UI to end", lambda: not alive(ui))
         wait_for("its server to end", lambda: not any(alive(p) for p in tree), lambda: ps(tree))

@@ -212,13 +212,13 @@ def serve_until_stopped(start: Callable[[], UIServer], banner: Callable[[UIServe
     stop it and every process under it. The exit status: 0 once stopped; 2 when the server
     refused its settings (it exited while starting); 1 when it gave no /health in time or
     ended by itself (one line on stderr for each)."""
+    parent = os.getppid()  # before the banner: a parent that dies once it has read it is seen
     for sig in STOP_SIGNALS:
         signal.signal(sig, _stop)
     server = None
     try:  # one block from start to stop: a signal at any point ends in stop_ui
         server = start()
         print(banner(server), flush=True)
-        parent = os.getppid()
         while server.process.poll() is None and os.getppid() == parent:
             time.sleep(0.5)
         if server.process.poll() is None:
