@@ -13,10 +13,13 @@ from pathlib import Path
 
 import torch
 
+from ssmax.config import ConfigError
+from ssmax.weights import read_weights
+
 
 def digest(path: Path) -> str:
     """sha256 over the state dict's names, dtypes, shapes and bytes, in name order."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = read_weights(path, key="weights")  # a damaged file: one line naming it
     h = hashlib.sha256()
     for name in sorted(state):
         t = state[name].contiguous()
@@ -33,7 +36,10 @@ def main(folders: list[str]) -> None:
             sys.exit(f"weights_digest.py: {folder} is not a folder")
         for path in sorted(folder.rglob("model*.pt")):
             node = path.parent.parent.relative_to(folder)  # <node>/<fingerprint>/model*.pt
-            print(f"{node} {path.name} {digest(path)}")
+            try:
+                print(f"{node} {path.name} {digest(path)}")
+            except ConfigError as err:
+                sys.exit(f"weights_digest.py: {err}")
 
 
 if __name__ == "__main__":
