@@ -75,9 +75,9 @@ def cpu_bits(cfg: DictConfig) -> str | None:
         return None
     if isa:
         return (f"pinned to {isa} (trainer.cpu_isa): the same numbers, bit for bit, whatever "
-                f"kernels the CPU would pick; another machine's other software (Python, numpy, "
-                f"Lightning) gave other bits, so a verdict near its interval's edge may differ "
-                f"there")  # fmt: skip
+                f"kernels the CPU would pick; a second machine gave other bits (its Lightning, "
+                f"pyarrow, glibc or CPU: not separated), so a verdict near its interval's edge "
+                f"may differ there")  # fmt: skip
     return (
         "this machine's own (trainer.cpu_isa unset): another CPU gives other low bits, so "
         "another training per seed; a verdict near its interval's edge may differ there"
