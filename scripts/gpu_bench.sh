@@ -2,8 +2,9 @@
 # The GPU benchmarks on a machine that reaches no package index: installs the project into its
 # python3 from the wheels in WHEELS (scripts/offline_wheels.py made them) unless it imports
 # already, then runs what `make bench PRESET=paper` runs on a GPU and copies the output and
-# bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step ...]
-# (default: niah evals; step compiles a model a variant, minutes). NIAH_WAYS: bench_niah's --ways.
+# bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step|sysmetrics|
+# seeds|bits|replicate ...] (default: niah evals; step compiles a model a variant, minutes).
+# NIAH_WAYS: bench_niah's --ways.
 # sysmetrics: a smoke pretraining on the GPU, tracked, and the system metrics its run logged.
 # seeds: the tiny preset's pretraining nodes of SEEDS x VARIANTS side by side on the host's CPU
 # cores (local executor, WORKERS, at most SEEDS_TIMEOUT_S), their wall time and weights digests
@@ -12,13 +13,20 @@
 # bits: the pinned smoke pretraining on the CPU, with what could move its bits besides the CPU
 # (Python's and the packages' versions, glibc, digests of the data files and the weights), in
 # $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "On a second machine").
+# replicate: the paper pipeline of the tiny preset for SEEDS x VARIANTS (default 3-10, (a) and
+# (b)) on the GPU (REPL_ACCELERATOR, default gpu; bf16-mixed, eager, trainer.cpu_isa off), local
+# executor with WORKERS (default 16) sharing it, for at most REPL_TIMEOUT_S (default 360; what is
+# left then runs in-process if the local run failed early); then the report of what finished
+# (the report node's, else `python -m ssmax.report` over the folder), the per-node wall times,
+# the weights digests and the logs in $OUT/replicate.tgz. REPL_PRESET (tiny), REPL_ARGS: more
+# overrides; REPL_DIR: the output folder (/tmp/replicate).
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
-  case $one in niah|evals|step|sysmetrics|seeds|bits) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits)" >&2; exit 2 ;; esac
+  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate)" >&2; exit 2 ;; esac
 done
 WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
@@ -66,6 +74,43 @@ for d in ('torch', 'numpy', 'tokenizers', 'datasets', 'pyarrow', 'lightning', 'h
         ldd --version | head -1
         (cd /tmp/bits/cache && find . -type f ! -name '*.lock' -print0 | sort -z | xargs -0 sha256sum | cut -c1-16,65-)
         python3 scripts/weights_digest.py /tmp/bits/pipeline/nodes/pretrain; } | tee "$OUT/bits.txt" ;;
+    replicate)
+      R=${REPL_DIR:-/tmp/replicate}
+      start=$(date +%s)
+      deadline=$(( start + ${REPL_TIMEOUT_S:-360} ))
+      # CUDA's availability read through NVML: the forkserver that the workers fork from
+      # must not initialise CUDA (a forked child could not use it then)
+      export PYTORCH_NVML_BASED_CUDA_CHECK=1
+      repl=(python3 -m ssmax.pipeline run "preset=${REPL_PRESET:-tiny}" pipeline.file=paper
+        "pipeline.seeds=[${SEEDS:-3,4,5,6,7,8,9,10}]" "pipeline.variants=[${VARIANTS:-a_softmax,b_ssmax}]"
+        "trainer.accelerator=${REPL_ACCELERATOR:-gpu}" trainer.compile=false trainer.cpu_isa=null
+        preset.hardware=gpu "paths.output_dir=$R" ${REPL_ARGS:-})
+      rc=0; timeout -k 15 $(( deadline - $(date +%s) )) "${repl[@]}" executor=local \
+        "executor.workers=${WORKERS:-16}" || rc=$?
+      echo "replicate: local run exit $rc after $(( $(date +%s) - start )) s"
+      if [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $(( deadline - $(date +%s) )) -gt 60 ]; then
+        rc=0; timeout -k 15 $(( deadline - $(date +%s) )) "${repl[@]}" executor=inprocess || rc=$?
+        echo "replicate: in-process run (what was left) exit $rc"
+      fi
+      echo "replicate: $(( $(date +%s) - start )) s wall, $(nproc) cores, ${WORKERS:-16} workers"
+      report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
+      if [ -z "$report" ]; then  # not every node finished: the report of those that did
+        python3 -m ssmax.report --output-dir "$R" --dest "$R/report_partial" || true
+        report=$R/report_partial
+      fi
+      mkdir -p "$R/out"
+      cp -r "$report" "$R/out/report" 2>/dev/null || true
+      python3 -c "import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob('pipeline/nodes/*/**/done.json')):
+    d = json.loads(f.read_text()); print(d.get('node'), d.get('wall_s'), sep='\t')" "$R" \
+        > "$R/out/node_wall_s.tsv" || true
+      awk -F'\t' '{split($1, p, "/"); n[p[1]]++; s[p[1]] += $2} END {for (k in n)
+        printf "replicate: %s: %d nodes done, %.1f s of node time\n", k, n[k], s[k]}' \
+        "$R/out/node_wall_s.tsv" || true
+      python3 scripts/weights_digest.py "$R/pipeline/nodes" > "$R/out/weights_digests.txt" || true
+      nvidia-smi > "$R/out/nvidia-smi.txt" 2>&1 || true
+      tar czf "$OUT/replicate.tgz" -C "$R" out pipeline/logs \
+        || tar czf "$OUT/replicate.tgz" -C "$R" out || true ;;
   esac 2>&1 | tee "$OUT/bench_$one.txt"
 done
 cp bench/throughput.json "$OUT/"
