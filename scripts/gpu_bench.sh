@@ -15,11 +15,12 @@
 # $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "On a second machine").
 # replicate: the paper pipeline of the tiny preset for SEEDS x VARIANTS (default 3-10, (a) and
 # (b)) on the GPU (REPL_ACCELERATOR, default gpu; bf16-mixed, eager, trainer.cpu_isa off), local
-# executor with WORKERS (default 16) sharing it, for at most REPL_TIMEOUT_S (default 360; what is
-# left then runs in-process if the local run failed early); then the report of what finished
-# (the report node's, else `python -m ssmax.report` over the folder), the per-node wall times,
-# the weights digests and the logs in $OUT/replicate.tgz. REPL_PRESET (tiny), REPL_ARGS: more
-# overrides; REPL_DIR: the output folder (/tmp/replicate).
+# executor with WORKERS (default 16) sharing it, each node its own MLflow store, for at most
+# REPL_TIMEOUT_S (default 360; what is left then runs in-process if the local run failed
+# early); then the report of what finished (the report node's, else `python -m ssmax.report`
+# over the folder), the per-node wall times, the weights digests and the logs in
+# $OUT/replicate.tgz. REPL_PRESET (tiny), REPL_ARGS: more overrides; REPL_DIR: the output
+# folder (/tmp/replicate).
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
@@ -81,10 +82,12 @@ for d in ('torch', 'numpy', 'tokenizers', 'datasets', 'pyarrow', 'lightning', 'h
       # CUDA's availability read through NVML: the forkserver that the workers fork from
       # must not initialise CUDA (a forked child could not use it then)
       export PYTORCH_NVML_BASED_CUDA_CHECK=1
+      # tracking.mode=offline: a store a node, merged by the report; many nodes starting at
+      # once on one store race on its create-if-missing rows (issue 45)
       repl=(python3 -m ssmax.pipeline run "preset=${REPL_PRESET:-tiny}" pipeline.file=paper
         "pipeline.seeds=[${SEEDS:-3,4,5,6,7,8,9,10}]" "pipeline.variants=[${VARIANTS:-a_softmax,b_ssmax}]"
         "trainer.accelerator=${REPL_ACCELERATOR:-gpu}" trainer.compile=false trainer.cpu_isa=null
-        preset.hardware=gpu "paths.output_dir=$R" ${REPL_ARGS:-})
+        preset.hardware=gpu tracking.mode=offline "paths.output_dir=$R" ${REPL_ARGS:-})
       rc=0; timeout -k 15 $(( deadline - $(date +%s) )) "${repl[@]}" executor=local \
         "executor.workers=${WORKERS:-16}" || rc=$?
       echo "replicate: local run exit $rc after $(( $(date +%s) - start )) s"
