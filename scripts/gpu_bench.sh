@@ -72,7 +72,7 @@ for key, n, top in db.execute(\"select key, count(*), max(value) from metrics wh
         || { echo "bits: the smoke pretraining failed" >&2; exit 1; }
       { python3 -c "import platform, importlib.metadata as m; print('python', platform.python_version())
 for d in ('torch', 'numpy', 'tokenizers', 'datasets', 'pyarrow', 'lightning', 'hydra-core'): print(d, m.version(d))"
-        ldd --version | head -1
+        ldd --version | sed -n 1p  # head would close the pipe: SIGPIPE, 141 under pipefail
         (cd /tmp/bits/cache && find . -type f ! -name '*.lock' -print0 | sort -z | xargs -0 sha256sum | cut -c1-16,65-)
         python3 scripts/weights_digest.py /tmp/bits/pipeline/nodes/pretrain; } | tee "$OUT/bits.txt" ;;
     replicate)
