@@ -25,6 +25,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ssmax.io import atomic_torch_save, atomic_write_json
+from ssmax.tracking.client import Client
 
 REQUEUE_RECORD = "requeue.json"  # in the run folder: when the signal came, when training resumed
 
@@ -46,6 +47,8 @@ class ResumableMLFlowLogger(MLFlowLogger):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # the project's client: a write that loses a race to another node finds the winner's
+        self._mlflow_client = Client(self._tracking_uri)
         self._logged_through: dict[str, int] = {}
         if kwargs.get("run_id"):
             client, run_id = self.experiment, kwargs["run_id"]

@@ -72,9 +72,9 @@ def collect(
 ) -> tuple[dict, Path, Any, dict[str, dict[str, str]]]:
     """(report inputs {node: outputs}, the folder of a config to read settings from, run,
     {node: what made it (MADE_BY, from its run's tags, else its done record)})."""
-    from mlflow import MlflowClient
+    from ssmax.tracking.client import Client
 
-    client = MlflowClient(uri)
+    client = Client(uri)
     parent = pipeline_run(client, output_dir, uri, run_id)
     children = client.search_runs(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
@@ -201,11 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
     settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
     settings.manifest = manifest_lines(parent.data.tags, made)
-    from mlflow import MlflowClient
-
     from ssmax.report.system import system_rows
+    from ssmax.tracking.client import Client
 
-    settings.system = system_rows(MlflowClient(uri), parent)
+    settings.system = system_rows(Client(uri), parent)
     dest = Path(args.dest) if args.dest else output_dir / "report"
     out = build_report(inputs, settings, dest)
     print(json.dumps(out["claims"], indent=1))

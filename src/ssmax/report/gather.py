@@ -89,10 +89,11 @@ def metric_history(
     duplicated step wins (a resumed run logs its steps again)."""
     if not uri or not run_id:
         return None
-    from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    client = MlflowClient(uri)
+    from ssmax.tracking.client import Client
+
+    client = Client(uri)
     try:
         history = client.get_metric_history(run_id, key)
         if not history:  # offline: the node's run, merged into the folder's store as a copy

@@ -56,17 +56,17 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
 def register(ctx: StageContext, run_id: str, folder: Any, source: str) -> dict[str, Any]:
     """The model in the run that trained it, a version of ssmax-<variant>."""
-    from mlflow import MlflowClient
     from omegaconf import OmegaConf
 
     from ssmax.tracking import offline, tracking_uri, use_node_store
+    from ssmax.tracking.client import Client
     from ssmax.tracking.models import log_model
 
     cfg = ctx.cfg
     if offline(cfg):  # the run that trained it is in that node's own store
         cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
         use_node_store(cfg, ctx.input_dirs[source])
-    trained = MlflowClient(tracking_uri(cfg)).get_run(run_id).data.tags
+    trained = Client(tracking_uri(cfg)).get_run(run_id).data.tags
     tags = {
         "preset": ctx.cfg.preset.name, "seed": ctx.cfg.seed, "stage": source.split("/")[0],
         "node": source, "fingerprint": trained.get("fingerprint", ""),

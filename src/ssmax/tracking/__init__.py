@@ -115,24 +115,17 @@ def ensure_experiment(cfg: DictConfig) -> str:
     """Id of the configured experiment, created with artifact_location(cfg); the store and the
     experiment are created under store_lock (every path to a new store comes here). On a
     server, clients on other nodes may create it at the same time: the loser reads it back."""
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
+    from ssmax.tracking.client import Client
 
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
     uri = tracking_uri(cfg)
     with store_lock(uri):
         create_sqlite_store(uri, artifact_location(cfg))
-        client = MlflowClient(uri)
+        client = Client(uri)
         experiment = client.get_experiment_by_name(cfg.tracking.experiment)
-        if experiment is None:
-            try:
-                return client.create_experiment(
-                    cfg.tracking.experiment, artifact_location(cfg), tags=EXPERIMENT_KIND
-                )
-            except MlflowException as err:
-                if err.error_code != "RESOURCE_ALREADY_EXISTS":
-                    raise
-            experiment = client.get_experiment_by_name(cfg.tracking.experiment)
+        if experiment is None:  # made here, or by a node that was quicker (Client reads it back)
+            name, where = cfg.tracking.experiment, artifact_location(cfg)
+            return client.create_experiment(name, where, tags=EXPERIMENT_KIND)
         for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag
             if experiment.tags.get(key) != value:
                 client.set_experiment_tag(experiment.experiment_id, key, value)
@@ -192,9 +185,9 @@ def log_config(client: Any, run_id: str, cfg: DictConfig, params: bool = True) -
 
 
 def _client(cfg: DictConfig) -> Any:
-    from mlflow import MlflowClient
+    from ssmax.tracking.client import Client
 
-    return MlflowClient(tracking_uri(cfg))
+    return Client(tracking_uri(cfg))
 
 
 def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> tuple[str, str]:

@@ -46,9 +46,10 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
     """Log the folder as an MLflow model of run_id and register it; returns the version's
     name, version and models:/ URI."""
     import mlflow.transformers
-    from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri(cfg))
+    from ssmax.tracking.client import Client
+
+    client = Client(tracking_uri(cfg))
     tags = {k: str(v) for k, v in tags.items()}
     experiment = client.get_run(run_id).info.experiment_id
     logged = client.create_logged_model(experiment, ARTIFACT, run_id, tags=tags)
@@ -68,7 +69,7 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
         quiet.setLevel(level)
     client.finalize_logged_model(logged.model_id, "READY")
     name = registered_name(variant)
-    ensure_registered_model(client, name, f"ssmax-repro, variant {variant}")
+    client.create_registered_model(name, description=f"ssmax-repro, variant {variant}")
     found = register_version(client, tracking_uri(cfg), name, f"models:/{logged.model_id}",
                              run_id, tags, model_id=logged.model_id)  # fmt: skip
     names = aliases(tags)
@@ -84,20 +85,6 @@ def aliases(tags: dict[str, str]) -> list[str]:
     the variant) and its preset, stage and seed (@tiny-sft-seed0: that run's)."""
     stage = tags["stage"]
     return [stage, f"{tags['preset']}-{stage}-seed{tags['seed']}"]
-
-
-def ensure_registered_model(
-    client: Any, name: str, description: str | None, tags: dict[str, str] | None = None
-) -> None:
-    """The registered model, created unless it is there (another node or sync may create it
-    at the same time)."""
-    from mlflow.exceptions import MlflowException
-
-    try:
-        client.create_registered_model(name, tags=tags, description=description)
-    except MlflowException as err:
-        if err.error_code != "RESOURCE_ALREADY_EXISTS":
-            raise
 
 
 def register_version(

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ssmax.tracking.models import ensure_registered_model, logged_model_id, register_version
+from ssmax.tracking.models import logged_model_id, register_version
 
 SOURCE_TAG = "synced_from"  # on a copy: the local run id (a version: "<run id>/<version>")
 DONE_TAG = "synced"  # on a run's copy once all of it is there
@@ -83,9 +83,9 @@ class Sync:
     """One copy of a source store into a target; ids maps source run ids to their copies."""
 
     def __init__(self, source: str, target: str, artifact_location: str | None = None) -> None:
-        from mlflow import MlflowClient
+        from ssmax.tracking.client import Client
 
-        self.src, self.dst = MlflowClient(source), MlflowClient(target)
+        self.src, self.dst = Client(source), Client(target)
         self.source, self.target = source, target
         self.artifact_location = artifact_location  # a new experiment's (a server: its own)
         self.ids: dict[str, str] = {}
@@ -197,7 +197,7 @@ class Sync:
     def models(self) -> None:
         """Registered models and versions of copied runs, with their tags and aliases."""
         for model in _pages(lambda t: self.src.search_registered_models(page_token=t)):
-            ensure_registered_model(self.dst, model.name, model.description, dict(model.tags))
+            self.dst.create_registered_model(model.name, dict(model.tags), model.description)
             query = f"name = '{model.name}'"
             there = {v.tags.get(SOURCE_TAG): v.version
                      for v in self.dst.search_model_versions(query)}  # fmt: skip

@@ -100,11 +100,10 @@ def for_run(cfg: DictConfig, run_id: str) -> SystemMetrics | None:
     its store (tracking.system_metrics); None when off."""
     if not cfg.tracking.get("system_metrics", True):
         return None
-    from mlflow import MlflowClient
-
     from ssmax.tracking import tracking_uri
+    from ssmax.tracking.client import Client
 
-    log = store_log(MlflowClient(tracking_uri(cfg)), run_id)
+    log = store_log(Client(tracking_uri(cfg)), run_id)
     interval = cfg.tracking.get("system_metrics_interval_s", 10.0)
     return SystemMetrics(log, interval, node_label(int(cfg.trainer.num_nodes), 0)).start()
 
