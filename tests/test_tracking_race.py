@@ -138,6 +138,15 @@ def test_tracking_server_race(tmp_path: Path) -> None:
         stop_ui(server)
 
 
+def test_every_client_is_the_project_s() -> None:
+    """One place every write goes through: no module makes MLflow's plain client itself."""
+    src = Path(__file__).resolve().parents[1] / "src" / "ssmax"
+    makers = [
+        str(f.relative_to(src)) for f in src.rglob("*.py") if "import MlflowClient" in f.read_text()
+    ]
+    assert makers == ["tracking/client.py"]
+
+
 def test_lost_race_is_read_from_the_cause() -> None:
     """What the stores say when another writer took the key, and what they say otherwise."""
     from mlflow.exceptions import MlflowException
