@@ -18,3 +18,18 @@ class PoisonAt(L.Callback):
         if trainer.global_step == self.step:
             with torch.no_grad():
                 lit.model.tok_emb.weight.fill_(float("nan"))
+
+
+class KillAt(L.Callback):
+    """At the start of step `step` (global_step == step), SIGKILL this process: a crash mid-
+    training, nothing closed, nothing flushed, as a lost machine or the OOM killer ends it."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer: L.Trainer, *_: object) -> None:
+        if trainer.global_step == self.step:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)

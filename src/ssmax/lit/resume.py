@@ -26,6 +26,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ssmax.io import atomic_torch_save, atomic_write_json
 from ssmax.tracking.client import Client
+from ssmax.tracking.liveness import CLOSED, process_tags
 
 REQUEUE_RECORD = "requeue.json"  # in the run folder: when the signal came, when training resumed
 
@@ -53,6 +54,10 @@ class ResumableMLFlowLogger(MLFlowLogger):
         if kwargs.get("run_id"):
             client, run_id = self.experiment, kwargs["run_id"]
             client.update_run(run_id, status="RUNNING")  # it was KILLED (requeued) or left RUNNING
+            for key, value in process_tags().items():  # this process ends it now
+                client.set_tag(run_id, key, value)
+            if CLOSED in client.get_run(run_id).data.tags:  # closed as dead, alive again
+                client.delete_tag(run_id, CLOSED)
             for key in client.get_run(run_id).data.metrics:
                 steps = [m.step for m in client.get_metric_history(run_id, key)]
                 self._logged_through[key] = max(steps, default=-1)

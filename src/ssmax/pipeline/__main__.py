@@ -14,11 +14,26 @@ one line, status 2; SSMAX_DEBUG=1 shows the traceback instead.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from omegaconf import DictConfig
 
 from ssmax.config import ConfigError, check_cli_choices, check_override_keys, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.pipeline.lock import BUSY, Busy, pipeline_lock
+
+
+def _close_dead(cfg: DictConfig, log: Callable[[str], None]) -> None:
+    """The folder's runs left RUNNING by a crash, closed (ssmax.tracking.liveness), said in
+    one line."""
+    if not cfg.tracking.enabled:
+        return
+    from ssmax.tracking import close_dead, folder_store
+
+    line = close_dead(folder_store(cfg), cfg.paths.output_dir)
+    if line:
+        log(line)
 
 
 def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
@@ -79,6 +94,7 @@ def run(overrides: list[str], wait: bool = False) -> int:
     log = lambda line: print(line, flush=True)  # noqa: E731
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
     with pipeline_lock(cfg.paths.output_dir, wait, log, command):
+        _close_dead(cfg, log)  # with the folder held: runs of a crashed predecessor end KILLED
         try:
             status = run_pipeline(cfg, jobs, overrides, log)
             if remote:  # what training nodes kept while the server was away, if it is back

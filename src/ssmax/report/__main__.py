@@ -184,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         from ssmax.tracking.sync import merge_nodes
 
         merge_nodes(output_dir)
+    from ssmax.tracking import close_dead
+
+    closed = close_dead(uri, output_dir)  # a crash's runs read as KILLED, not as running
+    if closed:
+        print(closed)
     try:
         inputs, config_dir, parent, made = collect(output_dir, uri, args.run_id)
     except LookupError as err:

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.io import atomic_path
 from ssmax.locks import exclusive
+from ssmax.tracking.liveness import close_dead_runs, closed_line, folder_tag, process_tags
 
 # Volatile values: they change between a run and its resume, and MLflow refuses a changed
 # param on an existing run. They go to tags or the YAML artifact instead.
@@ -165,6 +166,8 @@ def run_tags(cfg: DictConfig, here: bool = True) -> dict[str, str]:
         "objective": str(cfg.objective),
         "seed": str(cfg.seed),
         **source_tags(),
+        **process_tags(),  # the process that ends the run: a later start closes it if gone
+        **folder_tag(cfg.paths.output_dir),
     }
     if here:
         from ssmax.tracking.manifest import node_tags
@@ -197,7 +200,7 @@ def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> tupl
 
     experiment = ensure_experiment(cfg)
     client = _client(cfg)
-    tags = source_tags() | tags
+    tags = source_tags() | process_tags() | folder_tag(cfg.paths.output_dir) | tags
     run = client.create_run(experiment, run_name=name, tags=tags)
     log_config(client, run.info.run_id, cfg)
     log_manifest(client, run.info.run_id)
@@ -254,3 +257,14 @@ def log_datasets(client: Any, run_id: str, cfg: DictConfig) -> None:
     from ssmax.tracking.datasets import dataset_inputs
 
     client.log_inputs(run_id, datasets=dataset_inputs(cfg))
+
+
+def close_dead(uri: str, output_dir: str | Path) -> str | None:
+    """Close the folder's runs in uri left RUNNING by processes that are gone
+    (ssmax.tracking.liveness); the line that names them, or None. A store not made yet: None."""
+    db = sqlite_file(uri)
+    if db is not None and not db.exists():
+        return None
+    from ssmax.tracking.client import Client
+
+    return closed_line(close_dead_runs(Client(uri), output_dir))

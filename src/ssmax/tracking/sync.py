@@ -286,7 +286,7 @@ def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ssmax.tracking import STORE_FILE, default_store, is_server
+    from ssmax.tracking import STORE_FILE, close_dead, default_store, is_server
     from ssmax.tracking.reach import check_reachable
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -312,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     deliver_pending(output_dir)  # metrics that runs tracked on a server left for it
     merge_nodes(output_dir)  # tracking.mode=offline: the nodes' own stores
     source = default_store(output_dir)
+    closed = close_dead(source, output_dir)  # a crash's runs arrive KILLED, not running
+    if closed:
+        print(closed)
     try:
         counts = sync(source, args.tracking_uri)
     except SyncError as err:
