@@ -1,23 +1,53 @@
 """The paper's claims, each decided on per-seed values paired by seed.
 
-The rule, fixed before any run (never tune it, or the claims, towards a verdict):
+The rule (issue 42), stated on 2026-11-27 before any verdict was computed under it; never tune
+it, the families or the claims towards a verdict:
 
 - A claim is a list of orderings "x below y on metric m" (lower loss; or, where the paper
   says y is above x, a lower accuracy or needle score for x).
 - One ordering: d_s = m(y, s) - m(x, s) for every seed s that both variants have (the same
-  seed is the same data order: the values are paired). Positive d supports the paper.
-- Fewer than 2 seeds: inconclusive (nothing to judge the spread by). Otherwise the 95%
-  Student-t interval of the mean difference, mean ± t(0.975, n-1) sd / sqrt(n)
-  (ssmax.report.stats): entirely above 0 -> holds; entirely below 0 -> contradicted;
-  containing 0 -> inconclusive.
+  seed is the same data order: the values are paired). Positive d supports the paper. The
+  one-sample claim (p_n's log law): d_s = R²_s - R2_LOG_LAW.
+- Two families, chosen from the paper's abstract and figures (never from which claims hold
+  here). PRIMARY (PRIMARY below), the abstract's headline results: pretrain_lower (Sec. 3.1,
+  Fig. 4: "faster loss reduction during pretraining"), long_loss_bc (Sec. 3.2, Fig. 5:
+  "significantly lower loss values even as the context size increased"), niah_b_above_a
+  (Sec. 3.3, Fig. 6), needle_b_above_a (Sec. 3.4, Fig. 8: "allocate significantly more
+  attention to key tokens") and niah_ef_between (Sec. 3.3: replacing Softmax "can still
+  provide some degree of improvement", SSMax "from the beginning achieve[s] superior length
+  generalization"). SECONDARY: every other claim. A family's hypotheses are the distinct
+  orderings of its claims that have 2 or more paired seeds (m of them); an ordering that
+  claims of both families state is tested in each.
+- Each ordering gets two two-sided p-values: the paired t-test (scipy.stats.ttest_1samp on
+  d) and the exact sign-flip permutation test of the mean of d (scipy.stats.permutation_test:
+  all 2^n sign flips while n <= 16, past that 99,999 random ones from seed 0). Each is
+  corrected within the family: primary by Holm's step-down (family-wise error 0.05),
+  secondary by Benjamini-Hochberg (scipy.stats.false_discovery_control; false discovery
+  rate 0.05).
+- An ordering holds when both corrected p-values are below 0.05 and the mean of d is above
+  0, is contradicted when both are and the mean is below 0; when only one of them is below
+  0.05 it is inconclusive, and says "t and permutation disagree"; otherwise, and below 2
+  seeds, inconclusive; n/a when a variant or a value is missing.
 - A claim holds when every ordering holds, is contradicted when any ordering is, and is
   inconclusive otherwise; n/a when a variant or a value is missing.
-- One-sample claims (the p_n log law) use the same interval on the per-seed values against
-  the threshold.
-- Beside each verdict, information only: how many paired seeds would decide the ordering with
-  power 0.8 if the observed effect and spread were the truth (stats.seeds_for_power), and the
-  chance that the same seeds trained again with fresh training noise (another machine: a CPU
-  run's low bits move with the software) give its verdict again (stats.Interval.rerun_keeps).
+- Beside each verdict, information only, never part of it:
+  - the uncorrected verdict, the rule until issue 42: the 95% Student-t interval of the mean
+    of d (ssmax.report.stats) above 0 holds, below 0 contradicted, else inconclusive;
+  - the 95% percentile bootstrap interval of the mean of d (scipy.stats.bootstrap, 9,999
+    resamples, seed 0);
+  - leave-one-out: each ordering's verdict by this rule with one seed left out of every
+    ordering of both families (the same experiment without that seed); a verdict that one
+    seed's absence changes says "flips without seed s";
+  - outlying seeds: the robust z of each d, 0.6745 (d - median) / MAD, beyond 3.5 in size
+    (Iglewicz and Hoaglin; MAD 0: every d off the median);
+  - seeds to decide: the paired seeds with which the two-sided paired t-test at level
+    0.05 / m reaches power 0.8 if the observed effect and spread were the truth (Holm's first
+    step, its strictest level; Benjamini-Hochberg's level 0.05 rank / m depends on the data,
+    so 0.05 / m is taken there too, the strictest); and the permutation floor, the fewest
+    seeds n with 2 / 2^n <= 0.05 / m: below it the permutation test decides nothing in the
+    family;
+  - the approximate chance that an independent experiment with as many seeds repeats the
+    uncorrected verdict (a model: stats.Interval.rerun_keeps), nothing measured.
 """
 
 from __future__ import annotations
@@ -35,6 +65,9 @@ from ssmax.variants import by_letter, facts, learns_p_n, names
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
+# the abstract's headline results (module docstring); every other claim is secondary
+PRIMARY = ("pretrain_lower", "long_loss_bc", "niah_b_above_a", "needle_b_above_a",
+           "niah_ef_between")  # fmt: skip
 
 
 @dataclass(frozen=True)
