@@ -76,7 +76,7 @@ class Interval:
     def rerun_keeps(self, threshold: float = 0.0) -> float:
         """The approximate chance that an independent experiment with as many seeds repeats
         this interval's (uncorrected) verdict: a model, nothing measured. The true mean ~
-        N(mean, sd²/n) (flat prior, sd taken as the truth: an uncertain sd lowers it), the new
+        N(mean, sd²/n) (flat prior, sd taken as the truth, which it is not), the new
         experiment's n values ~ N(true mean, sd²), decided by the same rule. Then its t
         statistic over sqrt(2) is noncentral t (n - 1 df, ncp t/sqrt(2), t this run's
         statistic); nan below 2 values."""
