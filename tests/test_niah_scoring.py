@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ssmax.evals.niah import NeedleRecord, accuracy_grid, score_answer
-from ssmax.report.claims import niah_mean, values_of
 from ssmax.report.gather import Results, Settings
+from ssmax.report.metrics import niah_mean, values_of
 from ssmax.stages.eval_niah import niah_summary
 
 N = 128  # training length: contexts 128, 256, 512 are multiples 1, 2, 4

@@ -1,14 +1,29 @@
 """The claims' statistics: the t-interval and the power of the paired t-test, against published
-values and against a simulation of the test itself."""
+values and against a simulation of the test itself; the rule's p-values, corrections, bootstrap
+interval and robust z against hand computations (issue 42)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from ssmax.report.stats import Interval, paired_t_power, seeds_for_power, t975
+from ssmax.report.stats import (
+    Interval,
+    benjamini_hochberg,
+    bootstrap_interval,
+    holm,
+    p_permutation,
+    p_t,
+    paired_t_power,
+    permutation_floor,
+    robust_z,
+    seeds_for_power,
+    t975,
+)
 
 
 def test_t_quantiles_are_students() -> None:
@@ -117,3 +132,114 @@ def test_rerun_keeps_at_the_edges() -> None:
     assert Interval.of([-100 + x for x in _unit_sample(8)]).rerun_keeps() == pytest.approx(1.0)
     r2 = Interval.of([0.95 + 0.01 * x for x in _unit_sample(8)])  # against a threshold
     assert r2.verdict(0.9) == "holds" and r2.rerun_keeps(0.9) == pytest.approx(1.0)
+
+
+def test_holm_steps_down_from_the_smallest_p() -> None:
+    """By hand: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 -> 0.02, 0.03, 0.06, 0.04, the
+    last raised to 0.06 (adjusted p never fall as raw ones rise); given order kept."""
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([0.02]) == [0.02] and holm([]) == []
+    # against its definition: the max over the first i of (m - j + 1) p_(j), on random p's
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p = list(rng.uniform(0, 0.2, size=7))
+        order = np.argsort(p)
+        steps = [min(1.0, (7 - j) * p[i]) for j, i in enumerate(order)]
+        expected = np.empty(7)
+        expected[order] = np.maximum.accumulate(steps)
+        assert holm(p) == pytest.approx(list(expected))
+
+
+def test_benjamini_hochberg_is_the_step_up_by_rank() -> None:
+    """By hand: sorted 0.005, 0.01, 0.03, 0.04 times m / rank = 4, 2, 4/3, 1 -> 0.02, 0.02,
+    0.04, 0.04 (each the least of its own and the later ones)."""
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.02, 0.04, 0.04,
+                                                                           0.02])  # fmt: skip
+    assert benjamini_hochberg([]) == []
+
+
+def _brute_force_p(values: list[float]) -> float:
+    """Every one of the 2^n sign flips, counted by hand: |mean| at least the observed one's."""
+    observed = abs(np.mean(values))
+    means = [abs(np.mean([s * v for s, v in zip(signs, values, strict=True)]))
+             for signs in itertools.product((1, -1), repeat=len(values))]  # fmt: skip
+    return sum(m >= observed * (1 - 1e-12) for m in means) / len(means)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[0.3] * 8, [0.1, 0.2, 0.05, -0.02, 0.3], [0.31, 0.30, 0.32, 0.29, 0.30, 0.31, 0.33, 3.0],
+     [0.30, 0.31, 0.29, 0.32, 0.28, 0.30, 0.31, -0.5], [1.0, -1.0, 0.5], [0.2, 0.1]],
+)  # fmt: skip
+def test_permutation_test_takes_every_sign_flip(values: list[float]) -> None:
+    assert p_permutation(values) == pytest.approx(_brute_force_p(values))
+    assert p_permutation([-v for v in values]) == pytest.approx(p_permutation(values))
+
+
+def test_permutation_p_of_one_sign_is_2_over_2_to_the_n() -> None:
+    for n in range(2, 12):
+        assert p_permutation([0.1 + 0.01 * i for i in range(n)]) == pytest.approx(2 / 2**n)
+    assert math.isnan(p_permutation([0.4]))
+    assert p_permutation([0.0, 0.0, 0.0]) == 1.0
+
+
+def test_permutation_floor_is_the_fewest_seeds_that_can_reach_a_level() -> None:
+    assert permutation_floor(0.05) == 6  # 2 / 64 = 0.031; 2 / 32 = 0.0625
+    assert permutation_floor(0.05 / 15) == 10  # the tiny preset's primary family (m = 15)
+    assert permutation_floor(0.05 / 13) == 10  # the published file's (10x absent)
+    assert permutation_floor(0.05 / 32) == 11  # its secondary family
+    assert permutation_floor(0.05 / 40) == 11  # issue 42's "at alpha/40 that is n >= 11"
+    for level in (0.05, 0.01, 0.05 / 15, 0.05 / 32):
+        n = permutation_floor(level)
+        assert p_permutation([1.0] * n) <= level < p_permutation([1.0] * (n - 1))
+
+
+def test_t_p_is_the_two_sided_paired_t_test() -> None:
+    d = [0.1, 0.3, -0.1, 0.5, 0.2]  # mean 0.2, sd 0.2236: t = 2.0, 4 df
+    t = 0.2 / (0.223607 / math.sqrt(5))
+    assert p_t(d) == pytest.approx(2 * stats.t.sf(t, 4), rel=1e-5)
+    assert p_t([-x for x in d]) == pytest.approx(p_t(d))
+    # the interval excludes 0 exactly when p < 0.05
+    for values in (d, [0.1, 0.12, 0.09], [0.3, -0.1, 0.2, 0.0]):
+        assert (p_t(values) < 0.05) == (Interval.of(values).verdict() != "inconclusive")
+    assert p_t([0.2, 0.2]) == 0.0 and p_t([0.0, 0.0]) == 1.0 and math.isnan(p_t([0.3]))
+
+
+def test_bootstrap_interval_is_percentile_and_repeatable() -> None:
+    d = [0.06, 0.02, 0.09, -0.01, 0.1, 0.01, 0.04, 0.07]
+    lo, hi = bootstrap_interval(d)
+    assert (lo, hi) == bootstrap_interval(d)  # seed 0: the same numbers again
+    assert lo < np.mean(d) < hi and min(d) < lo and hi < max(d)
+    # the percentile method's: the 2.5% and 97.5% quantiles of resampled means
+    rng = np.random.default_rng(4)
+    means = rng.choice(d, size=(20_000, len(d))).mean(axis=1)
+    assert (lo, hi) == (pytest.approx(np.quantile(means, 0.025), abs=0.004),
+                        pytest.approx(np.quantile(means, 0.975), abs=0.004))  # fmt: skip
+    assert bootstrap_interval([0.3, 0.3]) == (0.3, 0.3)
+    assert all(map(math.isnan, bootstrap_interval([0.3])))
+
+
+def test_robust_z_names_the_far_value() -> None:
+    """Median 0.31, MAD 0.01: 0.6745 x (3.0 - 0.31) / 0.01 = 181; the rest within 1.5."""
+    z = robust_z([0.31, 0.30, 0.32, 0.29, 0.30, 0.31, 0.33, 3.0])
+    assert z[-1] == pytest.approx(0.6745 * 2.69 / 0.01, rel=1e-6) and max(map(abs, z[:-1])) < 1.5
+    assert robust_z([0.3, 0.3, 0.3, -0.5]) == [0.0, 0.0, 0.0, -math.inf]  # MAD 0
+
+
+def test_seeds_for_power_at_a_corrected_level() -> None:
+    """At alpha / m more seeds: d = 1 takes 10 at 0.05 and 19 at 0.05 / 15, where the test
+    itself, drawn 40,000 times, decides 0.78 of 18 seeds and 0.81 of 19 (se 0.002)."""
+    assert seeds_for_power(1.0, 1.0) == 10
+    assert seeds_for_power(1.0, 1.0, alpha=0.05 / 15) == 19
+    rng, level = np.random.default_rng(5), 0.05 / 15
+    for n, decided in ((18, 0.778), (19, 0.815)):
+        x = rng.normal(1.0, 1.0, size=(40_000, n))
+        t = x.mean(axis=1) / (x.std(axis=1, ddof=1) / math.sqrt(n))
+        seen = (np.abs(t) > stats.t.ppf(1 - level / 2, n - 1)).mean()
+        assert seen == pytest.approx(paired_t_power(1.0, 1.0, n, level), abs=0.01)
+        assert paired_t_power(1.0, 1.0, n, level) == pytest.approx(decided, abs=0.001)
+    n = seeds_for_power(0.5, 1.0, alpha=0.01)
+    assert paired_t_power(0.5, 1.0, n, 0.01) >= 0.8 > paired_t_power(0.5, 1.0, n - 1, 0.01)
+    assert Interval.of([0.1, 0.3, -0.1, 0.5, 0.2]).seeds_needed(alpha=0.01) == seeds_for_power(
+        0.2, 0.223607, alpha=0.01)  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,11 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.report.claims import claims, in_scope
 from ssmax.report.design import design_rows
 from ssmax.report.figures import make_figures
-from ssmax.report.gather import Design, Results, Settings
+from ssmax.report.gather import Design, Results, Settings, Table
+from ssmax.report.metrics import PN_R2
 from ssmax.report.render import markdown, to_html
 from ssmax.report.table import gather, rows
-from ssmax.variants import with_starts
+from ssmax.variants import learns_p_n, with_starts
 
 
 def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -115,24 +117,45 @@ def trained_on(data: DictConfig) -> dict[str, str]:
     return {"pretraining data": pre, "SFT data": sft}
 
 
+def add_pn_fits(table: Table, results: Results) -> None:
+    """The rationale model's log-law R² per seed into the table (results.json): the p_n claim's
+    metric, beside the others, so that a run's results.json holds every claim's values."""
+    from ssmax.report.figures import pn_fits
+
+    rationale = [v for v in results.variants("pretrain") if learns_p_n(v)][:1]
+    for seed, (_, fit) in pn_fits(results).items():
+        if not math.isnan(fit.r2):
+            table.setdefault(rationale[0], {}).setdefault(PN_R2, {})[seed] = fit.r2
+
+
 def build_report(
     inputs: dict[str, dict[str, Any]], settings: Settings, folder: Path
 ) -> dict[str, Any]:
-    """Write report.md, report.html, results.json, claims.json and figN.png/.csv in folder."""
+    """Write report.md, report.html, results.json, claims.json, against_published.json and
+    figN.png/.csv in folder."""
     folder.mkdir(parents=True, exist_ok=True)
     results = Results.from_inputs(inputs, settings)
     table = gather(inputs)
     figures = make_figures(results, folder)
+    add_pn_fits(table, results)
     checked, untested = in_scope(claims(results), settings.variants)
     md, page = folder / "report.md", folder / "report.html"
     models = model_rows(inputs)
     design = design_rows(results, settings.design, settings.variants) if settings.design else []
-    md.write_text(markdown(settings, rows(table), checked, figures, untested, models, design))
-    page.write_text(to_html(settings, rows(table), checked, figures, untested, models, design))
+    # here, not at the top: `python -m ssmax.report.published` imports this package first
+    from ssmax.report.against import against
+
+    placed = against(table, settings.preset)  # this run's seeds against the published ones
+    shown = (placed.line, placed.table())
+    md.write_text(markdown(settings, rows(table), checked, figures, untested, models, design,
+                           shown))  # fmt: skip
+    page.write_text(to_html(settings, rows(table), checked, figures, untested, models, design,
+                            shown))  # fmt: skip
     # variant -> metric -> seed -> value (seeds as JSON keys: text)
     (folder / "results.json").write_text(json.dumps(table, indent=2))
-    claim_dicts = [dataclasses.asdict(c) for c in checked]
+    claim_dicts = [dataclasses.asdict(c) for c in checked]  # adjusted p-values, flips, ...
     (folder / "claims.json").write_text(json.dumps(claim_dicts, indent=2))
+    (folder / "against_published.json").write_text(json.dumps(placed.as_dict(), indent=2))
     return {
         "report_md": str(md),
         "report_html": str(page),

@@ -1,40 +1,81 @@
 """The paper's claims, each decided on per-seed values paired by seed.
 
-The rule, fixed before any run (never tune it, or the claims, towards a verdict):
+The rule (issue 42), stated on 2026-11-27 before any verdict was computed under it; never tune
+it, the families or the claims towards a verdict:
 
 - A claim is a list of orderings "x below y on metric m" (lower loss; or, where the paper
   says y is above x, a lower accuracy or needle score for x).
 - One ordering: d_s = m(y, s) - m(x, s) for every seed s that both variants have (the same
-  seed is the same data order: the values are paired). Positive d supports the paper.
-- Fewer than 2 seeds: inconclusive (nothing to judge the spread by). Otherwise the 95%
-  Student-t interval of the mean difference, mean ± t(0.975, n-1) sd / sqrt(n)
-  (ssmax.report.stats): entirely above 0 -> holds; entirely below 0 -> contradicted;
-  containing 0 -> inconclusive.
+  seed is the same data order: the values are paired). Positive d supports the paper. The
+  one-sample claim (p_n's log law): d_s = R²_s - R2_LOG_LAW.
+- Two families, chosen from the paper's abstract and figures (never from which claims hold
+  here). PRIMARY (PRIMARY below), the abstract's headline results: pretrain_lower (Sec. 3.1,
+  Fig. 4: "faster loss reduction during pretraining"), long_loss_bc (Sec. 3.2, Fig. 5:
+  "significantly lower loss values even as the context size increased"), niah_b_above_a
+  (Sec. 3.3, Fig. 6), needle_b_above_a (Sec. 3.4, Fig. 8: "allocate significantly more
+  attention to key tokens") and niah_ef_between (Sec. 3.3: replacing Softmax "can still
+  provide some degree of improvement", SSMax "from the beginning achieve[s] superior length
+  generalization"). SECONDARY: every other claim. A family's hypotheses are the distinct
+  orderings of its claims that have 2 or more paired seeds (m of them); an ordering that
+  claims of both families state is tested in each.
+- Each ordering gets two two-sided p-values: the paired t-test (scipy.stats.ttest_1samp on
+  d) and the exact sign-flip permutation test of the mean of d (scipy.stats.permutation_test:
+  all 2^n sign flips while n <= 16, past that 99,999 random ones from seed 0). Each is
+  corrected within the family: primary by Holm's step-down (family-wise error 0.05),
+  secondary by Benjamini-Hochberg (scipy.stats.false_discovery_control; false discovery
+  rate 0.05).
+- An ordering holds when both corrected p-values are below 0.05 and the mean of d is above
+  0, is contradicted when both are and the mean is below 0; when only one of them is below
+  0.05 it is inconclusive, and says "t and permutation disagree"; otherwise, and below 2
+  seeds, inconclusive; n/a when a variant or a value is missing.
 - A claim holds when every ordering holds, is contradicted when any ordering is, and is
   inconclusive otherwise; n/a when a variant or a value is missing.
-- One-sample claims (the p_n log law) use the same interval on the per-seed values against
-  the threshold.
-- Beside each verdict, information only: how many paired seeds would decide the ordering with
-  power 0.8 if the observed effect and spread were the truth (stats.seeds_for_power), and the
-  chance that the same seeds trained again with fresh training noise (another machine: a CPU
-  run's low bits move with the software) give its verdict again (stats.Interval.rerun_keeps).
+- Beside each verdict, information only, never part of it:
+  - the uncorrected verdict, the rule until issue 42: the 95% Student-t interval of the mean
+    of d (ssmax.report.stats) above 0 holds, below 0 contradicted, else inconclusive;
+  - the 95% percentile bootstrap interval of the mean of d (scipy.stats.bootstrap, 9,999
+    resamples, seed 0);
+  - leave-one-out: each ordering's verdict by this rule with one seed left out of every
+    ordering of both families (the same experiment without that seed); a verdict that one
+    seed's absence changes says "flips without seed s";
+  - outlying seeds: the robust z of each d, 0.6745 (d - median) / MAD, beyond 3.5 in size
+    (Iglewicz and Hoaglin; MAD 0: every d off the median);
+  - seeds to decide: the paired seeds with which the two-sided paired t-test at level
+    0.05 / m reaches power 0.8 if the observed effect and spread were the truth (Holm's first
+    step, its strictest level; Benjamini-Hochberg's level 0.05 rank / m depends on the data,
+    so 0.05 / m is taken there too, the strictest); and the permutation floor, the fewest
+    seeds n with 2 / 2^n <= 0.05 / m: below it the permutation test decides nothing in the
+    family;
+  - the approximate chance that an independent experiment with as many seeds repeats the
+    uncorrected verdict (a model: stats.Interval.rerun_keeps), nothing measured.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ssmax.report.gather import Results
-from ssmax.report.stats import Interval
+from ssmax.report.metrics import absent_reason, values_of
+from ssmax.report.multiplicity import Tested, rule
+from ssmax.report.stats import (
+    ALPHA,
+    OUTLIER_Z,
+    Interval,
+    bootstrap_interval,
+    permutation_floor,
+    robust_z,
+)
 from ssmax.variants import by_letter, facts, learns_p_n, names
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
+# the abstract's headline results (module docstring); every other claim is secondary
+PRIMARY = ("pretrain_lower", "long_loss_bc", "niah_b_above_a", "needle_b_above_a",
+           "niah_ef_between")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,11 +92,41 @@ class Ordering:
 
 @dataclass
 class Checked:
+    """One ordering, decided by the rule (verdict) with the information beside it."""
+
     ordering: str
-    difference: str  # high - low: mean [95% interval] (n)
-    verdict: str
-    seeds_needed: float = math.nan  # paired seeds for power 0.8 at this effect and spread
-    rerun_keeps: float = math.nan  # chance of this verdict again on a rerun with fresh noise
+    difference: str  # high - low: mean [95% t-interval] (n)
+    verdict: str  # the rule's: both corrected p-values agree (module docstring)
+    seeds_needed: float = math.nan  # paired seeds for power 0.8 at the family's 0.05 / m
+    rerun_keeps: float = math.nan  # model: an independent experiment repeats `uncorrected`
+    uncorrected: str = ""  # the 95% t-interval's verdict (the rule until issue 42)
+    # seed -> paired difference high - low (one-sample: value - threshold); what is tested
+    differences: dict[int, float] = field(default_factory=dict)
+    threshold: float = 0.0  # added back to show an interval on the value's own scale
+    p_t: float = math.nan  # two-sided, raw and corrected within the family
+    p_perm: float = math.nan
+    adj_t: float = math.nan
+    adj_perm: float = math.nan
+    note: str = ""  # "t and permutation disagree"
+    bootstrap: tuple[float, float] = (math.nan, math.nan)  # 95% percentile, of the difference
+    flips: list[int] = field(default_factory=list)  # seeds whose absence alone flips verdict
+    outliers: list[int] = field(default_factory=list)  # seeds with a robust |z| > 3.5
+
+    def apply(self, tested: Tested | None, level: float) -> None:
+        """The family's judgement of this ordering (None: < 2 seeds, no test) and what is
+        computed from its own differences at the family's level 0.05 / m."""
+        values = list(self.differences.values())
+        if tested is not None:
+            self.p_t, self.p_perm, self.adj_t, self.adj_perm = (
+                tested.p_t, tested.p_perm, tested.adj_t, tested.adj_perm)  # fmt: skip
+            self.verdict, self.note, self.flips = tested.verdict, tested.note, tested.flips
+        else:
+            self.verdict = "inconclusive" if values else "n/a"
+        self.seeds_needed = Interval.of(values).seeds_needed(alpha=level)
+        low, high = bootstrap_interval(values)
+        self.bootstrap = (low + self.threshold, high + self.threshold)
+        z = robust_z(values) if len(values) >= 2 else [0.0] * len(values)
+        self.outliers = [s for s, x in zip(self.differences, z, strict=True) if abs(x) > OUTLIER_Z]
 
 
 @dataclass
@@ -63,69 +134,32 @@ class Claim:
     key: str
     text: str  # what the paper says, and where
     value: str  # our numbers per variant: mean ± std over seeds
-    verdict: str  # holds / contradicted / inconclusive / n/a
+    verdict: str  # the rule's: holds / contradicted / inconclusive / n/a
     checks: list[Checked] = field(default_factory=list)
     letters: tuple[str, ...] = ()  # the variants it compares, by letter
+    uncorrected: str = ""  # the same aggregation of the orderings' uncorrected verdicts
+    family: str = ""  # primary (Holm) / secondary (Benjamini-Hochberg)
+    m: int = 0  # the family's tested orderings
+    floor: int = 0  # the fewest seeds whose permutation test can reach the family's 0.05 / m
 
     @property
     def seeds_needed(self) -> float:
-        """Paired seeds that would decide every ordering with power 0.8 at the observed effects
-        and spreads (the most any one needs); nan where an ordering has < 2 seeds."""
+        """Paired seeds that would decide every ordering at the family's level with power 0.8
+        at the observed effects and spreads (the most any one needs); nan where an ordering
+        has < 2 seeds."""
         needed = [c.seeds_needed for c in self.checks]
         return math.nan if not needed or any(map(math.isnan, needed)) else max(needed)
 
     @property
     def rerun_keeps(self) -> float:
-        """A bound on the chance that a rerun with fresh training noise gives this verdict
-        again: holds, at most its least sure ordering's chance to hold again; contradicted, at
-        least its surest contradicted ordering's chance; nan for the others."""
-        if self.verdict == "holds":
+        """The model's approximate chance that an independent experiment with as many seeds
+        repeats the claim's uncorrected verdict: holds, its least sure ordering's chance to
+        hold again; contradicted, its surest contradicted ordering's; nan for the others."""
+        if self.uncorrected == "holds":
             return min(c.rerun_keeps for c in self.checks)
-        if self.verdict == "contradicted":
-            return max(c.rerun_keeps for c in self.checks if c.verdict == "contradicted")
+        if self.uncorrected == "contradicted":
+            return max(c.rerun_keeps for c in self.checks if c.uncorrected == "contradicted")
         return math.nan
-
-
-def niah_mean(outputs: dict, beyond: float | None) -> float | None:
-    """Mean full-number accuracy over the grid's rows at multiples > beyond (None: all)."""
-    grid, multiples = outputs.get("accuracy_grid"), outputs.get("context_multiples")
-    if not grid or not multiples:
-        return None
-    rows = [r for m, r in zip(multiples, grid, strict=True) if beyond is None or m > beyond]
-    return float(np.mean(rows)) if rows else None
-
-
-def values_of(results: Results, metric: str, variant: str) -> dict[int, float]:
-    """seed -> value of one metric for one variant. Metrics: pretrain_loss, loss@<k>,
-    theta_penalty (loss at 1x with theta x50 minus with the training theta), niah (mean
-    accuracy past the training length), niah@<k>, needle_top."""
-    if metric == "pretrain_loss":
-        runs, get = results.get("pretrain", variant), lambda o: o.get("val_loss")
-    elif metric.startswith("loss@"):
-        k = metric.removeprefix("loss@")
-        runs, get = results.get("eval_loss", variant), lambda o: o.get("loss_at", {}).get(k)
-    elif metric == "theta_penalty":
-        runs = results.get("eval_loss", variant)
-
-        def get(o: dict) -> float | None:
-            base, at = o.get("base_theta_loss_at_1x"), o.get("loss_at", {}).get("1")
-            return None if base is None or at is None else at - base
-    elif metric == "niah":
-        runs, get = results.get("eval_niah", variant), lambda o: niah_mean(o, beyond=1)
-    elif metric.startswith("niah@"):
-        k = metric.removeprefix("niah@")
-        runs, get = results.get("eval_niah", variant), lambda o: o.get("accuracy", {}).get(k)
-    elif metric == "needle_top":
-        runs = results.get("eval_niah", variant)
-        get = lambda o: (o.get("needle_scores") or {}).get("top_mean")  # noqa: E731
-    else:
-        raise ValueError(f"unknown claim metric {metric!r}")
-    out = {}
-    for seed, outputs in runs.items():
-        v = get(outputs)
-        if v is not None and not math.isnan(float(v)):
-            out[seed] = float(v)
-    return out
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -145,7 +179,8 @@ def decide(verdicts: Sequence[str]) -> str:
 
 
 def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) -> Claim:
-    """Decide one claim from its orderings by the rule above."""
+    """One claim's orderings, each with its paired differences and uncorrected verdict; the
+    rule's verdicts come from apply_rule, across every claim."""
     cache: dict[tuple[str, str], dict[int, float]] = {}
 
     def vals(metric: str, letter: str) -> dict[int, float]:
@@ -157,10 +192,11 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
     for o in orderings:
         low, high = vals(o.metric, o.low), vals(o.metric, o.high)
         seeds = sorted(set(low) & set(high))
-        interval = Interval.of([high[s] - low[s] for s in seeds])
+        d = {s: high[s] - low[s] for s in seeds}
+        interval = Interval.of(list(d.values()))
         verdict = interval.verdict()
-        checks.append(Checked(o.label(), str(interval), verdict, interval.seeds_needed(),
-                              interval.rerun_keeps()))  # fmt: skip
+        checks.append(Checked(o.label(), str(interval), verdict, rerun_keeps=interval.rerun_keeps(),
+                              uncorrected=verdict, differences=d))  # fmt: skip
         missing += [f"{x}@{o.metric}" for x, v in ((o.low, low), (o.high, high)) if not v]
     shown, metrics = [], list(dict.fromkeys(o.metric for o in orderings))
     for metric in metrics:
@@ -169,9 +205,32 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
         shown.append(per if len(metrics) == 1 else f"{metric}: {per}")
     value = " | ".join(shown) or "-"
     if missing:
-        value += f" [missing: {', '.join(dict.fromkeys(missing))}]"
+        why = "; ".join(dict.fromkeys(filter(None, (absent_reason(results, o.metric)
+                                                    for o in orderings))))  # fmt: skip
+        value += f" [missing: {', '.join(dict.fromkeys(missing))}{f' ({why})' if why else ''}]"
     letters = tuple(sorted({x for o in orderings for x in (o.low, o.high)}))
-    return Claim(key, text, value, decide([c.verdict for c in checks]), checks, letters)
+    verdict = decide([c.verdict for c in checks])
+    return Claim(key, text, value, verdict, checks, letters, uncorrected=verdict)
+
+
+def apply_rule(checked: list[Claim]) -> list[Claim]:
+    """The rule of the module docstring across every claim: each ordering tested in its
+    claim's family (PRIMARY or not), corrected there, with leave-one-out; then each claim's
+    verdict from its orderings'. Returns the same claims."""
+    families: dict[str, dict[str, dict[int, float]]] = {"primary": {}, "secondary": {}}
+    for c in checked:
+        c.family = "primary" if c.key in PRIMARY else "secondary"
+        for k in c.checks:  # the same ordering in two claims of a family: one hypothesis
+            families[c.family][k.ordering] = k.differences
+    tested = rule(families)
+    for c in checked:
+        c.m = len(tested[c.family])
+        level = ALPHA / max(c.m, 1)  # Holm's first step; Benjamini-Hochberg's strictest
+        c.floor = permutation_floor(level)
+        for k in c.checks:
+            k.apply(tested[c.family].get(k.ordering), level)
+        c.verdict = decide([k.verdict for k in c.checks]) if c.checks else c.verdict
+    return checked
 
 
 def in_scope(checked: list[Claim], variants: Sequence[str]) -> tuple[list[Claim], list[Claim]]:
@@ -196,9 +255,14 @@ def above(metric: str, high: str, *lows: str) -> list[Ordering]:
 
 
 def long_multiples(results: Results) -> list[str]:
-    """The evaluated loss multiples past the training length, in numeric order."""
-    ks = {k for runs in results.nodes.get("eval_loss", {}).values() for o in runs.values()
-          for k in o.get("loss_at", {})}  # fmt: skip
+    """The evaluated loss multiples past the training length, in numeric order (a table's:
+    its loss columns, and those it says are absent: the claims need them)."""
+    if results.table is not None:
+        columns = {m for v in results.table.values() for m in v} | set(results.absent)
+        ks = {c[len("loss @") : -1] for c in columns if re.fullmatch(r"loss @[\d.]+x", c)}
+    else:
+        ks = {k for runs in results.nodes.get("eval_loss", {}).values() for o in runs.values()
+              for k in o.get("loss_at", {})}  # fmt: skip
     return [k for k in sorted(ks, key=float) if float(k) > 1]
 
 
@@ -250,7 +314,7 @@ def claims(results: Results) -> list[Claim]:
         ("needle_f_above_e", "Sec. 3.4: (f) scores above (e)", above(top, "f", "e")),
     ]  # fmt: skip
     out = [check(results, key, text, orderings) for key, text, orderings in specs]
-    return [*out, pn_log_law(results)]
+    return apply_rule([*out, pn_log_law(results)])
 
 
 def _rationale() -> tuple[str, ...]:
@@ -259,19 +323,31 @@ def _rationale() -> tuple[str, ...]:
 
 
 def pn_log_law(results: Results) -> Claim:
+    text = f"Sec. 2.1, Fig. 2: learned p_n follows a1 log n + a2 (R² >= {R2_LOG_LAW})"
+    r2, value, why = _pn_r2(results)
+    if not r2:
+        return Claim("pn_log_law", text, f"- [{why}]", "n/a", letters=_rationale())
+    interval = Interval.of(list(r2.values()))
+    verdict = interval.verdict(R2_LOG_LAW)
+    keeps = interval.rerun_keeps(R2_LOG_LAW)
+    d = {s: r - R2_LOG_LAW for s, r in r2.items()}
+    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict, rerun_keeps=keeps,
+                     uncorrected=verdict, differences=d, threshold=R2_LOG_LAW)  # fmt: skip
+    return Claim("pn_log_law", text, value, verdict, [check_], _rationale(), verdict)
+
+
+def _pn_r2(results: Results) -> tuple[dict[int, float], str, str]:
+    """(seed -> R² of the learned p_n's log fit, the claim's value, why there is none)."""
+    if results.table is not None:
+        rationale = [v for v in names() if learns_p_n(v)][:1]
+        r2 = values_of(results, "pn_r2", rationale[0]) if rationale else {}
+        why = absent_reason(results, "pn_r2") or "no p_n"
+        return r2, f"R² {_spread(list(r2.values()))}; a1, a2: not in the table", why
     from ssmax.report.figures import pn_fits
 
-    text = f"Sec. 2.1, Fig. 2: learned p_n follows a1 log n + a2 (R² >= {R2_LOG_LAW})"
     fits = pn_fits(results)
-    r2 = [f.r2 for _, f in fits.values() if not math.isnan(f.r2)]
-    if not r2:
-        why = "no p_n" if not fits else "p_n constant: R² undefined"
-        return Claim("pn_log_law", text, f"- [{why}]", "n/a", letters=_rationale())
+    r2 = {s: f.r2 for s, (_, f) in fits.items() if not math.isnan(f.r2)}
     a1 = _spread([f.a1 for _, f in fits.values()])
     a2 = _spread([f.a2 for _, f in fits.values()])
-    interval = Interval.of(r2)
-    verdict = interval.verdict(R2_LOG_LAW)
-    needed, keeps = interval.seeds_needed(R2_LOG_LAW), interval.rerun_keeps(R2_LOG_LAW)
-    check_ = Checked(f"R² > {R2_LOG_LAW}", f"R² {interval}", verdict, needed, keeps)
-    value = f"R² {_spread(r2)}; a1 {a1}, a2 {a2}"
-    return Claim("pn_log_law", text, value, verdict, [check_], _rationale())
+    why = "no p_n" if not fits else "p_n constant: R² undefined"
+    return r2, f"R² {_spread(list(r2.values()))}; a1 {a1}, a2 {a2}", why

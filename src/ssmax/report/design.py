@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from ssmax.report.claims import values_of
 from ssmax.report.gather import Design, Results
+from ssmax.report.metrics import values_of
 from ssmax.variants import facts
 
 DESIGN_COLUMNS = ["criterion (preset.design)", "over the design seeds", "met",

@@ -45,11 +45,18 @@ class Settings:
     system: list[list[str]] = field(default_factory=list)
 
 
+Table = dict[str, dict[str, dict[int, float]]]  # variant -> metric -> seed -> value
+
+
 @dataclass
 class Results:
     settings: Settings
     # stage -> variant -> seed -> that node's outputs
     nodes: dict[str, dict[str, dict[int, dict[str, Any]]]]
+    # instead of nodes: values as results.json holds them (report.metrics reads either), and
+    # the metrics it lacks -> why (a published file: report.published)
+    table: Table | None = None
+    absent: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_inputs(cls, inputs: dict[str, dict[str, Any]], settings: Settings) -> Results:

@@ -1,6 +1,8 @@
-"""The statistics the claims rest on: the 95% interval of a mean of paired differences, how
-many paired seeds would decide it (power of the two-sided paired t-test), and how likely the
-same seeds trained again with fresh training noise (another machine) give the same verdict.
+"""The statistics the claims rest on: the 95% interval of a mean of paired differences, its
+two-sided p-values (paired t-test; exact sign-flip permutation test), a bootstrap interval,
+Holm's and Benjamini-Hochberg's corrections, the robust z of outlying seeds, how many paired
+seeds would decide it (power of the two-sided paired t-test at a level), and a model of how
+likely an independent experiment with as many seeds repeats its uncorrected verdict.
 
 Plain scipy; nothing here knows a variant or a metric.
 """
@@ -9,14 +11,21 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+import numpy as np
 from scipy import stats
 
 ALPHA = 0.05  # two-sided: the 95% interval the verdicts use
 POWER = 0.8  # the usual target: 4 in 5 reruns at the same effect would decide it
 MAX_SEEDS = 10_000  # past this the effect is, for this experiment, no effect
+EXACT_UP_TO = 16  # the permutation test takes all 2^n sign flips up to here (65,536)
+RESAMPLES = 9_999  # the bootstrap's; the permutation test's past EXACT_UP_TO is 99,999
+SEED = 0  # of the bootstrap's and the large permutation test's draws: the same numbers again
+OUTLIER_Z = 3.5  # Iglewicz and Hoaglin's cut for the robust z
 
 
 def t975(df: int) -> float:
@@ -56,21 +65,21 @@ class Interval:
             return "contradicted"
         return "inconclusive"
 
-    def seeds_needed(self, threshold: float = 0.0) -> float:
-        """Paired seeds that would decide "the mean is above threshold" with power 0.8 if the
-        observed effect and spread were the truth (seeds_for_power); nan below 2 values."""
+    def seeds_needed(self, threshold: float = 0.0, alpha: float = ALPHA) -> float:
+        """Paired seeds that would decide "the mean is above threshold" at level alpha with
+        power 0.8 if the observed effect and spread were the truth (seeds_for_power); nan
+        below 2 values."""
         if self.n < 2:
             return math.nan
-        return seeds_for_power(self.mean - threshold, self.sd)
+        return seeds_for_power(self.mean - threshold, self.sd, alpha=alpha)
 
     def rerun_keeps(self, threshold: float = 0.0) -> float:
-        """The chance that the same seeds, trained again with each seed's training noise drawn
-        anew, give this verdict again: what another machine or other software does to a CPU
-        run (one flipped low bit moves the whole run); cautious, since a seed's data order
-        stays there and its noise is redrawn only in part. Model: the true mean ~ N(mean,
-        sd²/n) (flat prior, sd taken as the truth), the rerun's n values ~ N(true mean, sd²),
-        decided by the same rule. Then the rerun's t statistic over sqrt(2) is noncentral t
-        (n - 1 df, ncp t/sqrt(2), t this run's statistic); nan below 2 values."""
+        """The approximate chance that an independent experiment with as many seeds repeats
+        this interval's (uncorrected) verdict: a model, nothing measured. The true mean ~
+        N(mean, sd²/n) (flat prior, sd taken as the truth, which it is not), the new
+        experiment's n values ~ N(true mean, sd²), decided by the same rule. Then its t
+        statistic over sqrt(2) is noncentral t (n - 1 df, ncp t/sqrt(2), t this run's
+        statistic); nan below 2 values."""
         if self.n < 2:
             return math.nan
         if self.sd == 0:
@@ -117,20 +126,104 @@ def _beyond(crit: float, df: int, ncp: float) -> tuple[float, float]:
     return upper, lower
 
 
-def seeds_for_power(effect: float, sd: float, power: float = POWER) -> float:
-    """The fewest paired seeds n >= 2 whose two-sided paired t-test reaches ``power`` at this
-    effect and spread; inf where no count up to MAX_SEEDS does (an effect of 0, or nan)."""
+def seeds_for_power(effect: float, sd: float, power: float = POWER, alpha: float = ALPHA) -> float:
+    """The fewest paired seeds n >= 2 whose two-sided paired t-test at level alpha reaches
+    ``power`` at this effect and spread; inf where no count up to MAX_SEEDS does (an effect
+    of 0, or nan)."""
     if math.isnan(effect) or math.isnan(sd) or effect == 0:
         return math.inf
     if sd == 0:
         return 2
     lo, hi = 2, MAX_SEEDS
-    if paired_t_power(effect, sd, hi) < power:
+    if paired_t_power(effect, sd, hi, alpha) < power:
         return math.inf
     while lo < hi:  # power grows with n: bisect for the first n that reaches it
         mid = (lo + hi) // 2
-        if paired_t_power(effect, sd, mid) >= power:
+        if paired_t_power(effect, sd, mid, alpha) >= power:
             hi = mid
         else:
             lo = mid + 1
     return lo
+
+
+def p_t(values: Sequence[float]) -> float:
+    """Two-sided p of the paired (one-sample) t-test of mean 0; nan below 2 values. No spread:
+    0 for a mean off 0, as the interval decides it, 1 at 0 (scipy gives nan there)."""
+    if len(values) < 2:
+        return math.nan
+    if statistics.stdev(values) == 0:
+        return 1.0 if statistics.fmean(values) == 0 else 0.0
+    with warnings.catch_warnings():  # nearly equal values: a huge t, whatever the lost digits
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.ttest_1samp(values, 0.0).pvalue)
+
+
+def p_permutation(values: Sequence[float]) -> float:
+    """Two-sided p of the paired sign-flip permutation test of mean 0 (scipy's, one sample:
+    each value's sign flipped): exact over all 2^n flips while n <= EXACT_UP_TO, so its
+    smallest p is 2 / 2^n; nan below 2 values."""
+    return _p_permutation(tuple(float(v) for v in values)) if len(values) >= 2 else math.nan
+
+
+@lru_cache(maxsize=4096)  # leave-one-out asks for the same differences again
+def _p_permutation(values: tuple[float, ...]) -> float:
+    exact = len(values) <= EXACT_UP_TO
+    result = stats.permutation_test(
+        (np.array(values),), _mean, permutation_type="samples", vectorized=True,
+        n_resamples=np.inf if exact else 99_999, alternative="two-sided",
+        rng=None if exact else np.random.default_rng(SEED),
+    )  # fmt: skip
+    return float(result.pvalue)
+
+
+def _mean(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
+def bootstrap_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of the mean (RESAMPLES resamples, seed SEED);
+    nan below 2 values, the mean itself where they are all equal."""
+    if len(values) < 2:
+        return math.nan, math.nan
+    if statistics.stdev(values) == 0:
+        return statistics.fmean(values), statistics.fmean(values)
+    result = stats.bootstrap(
+        (np.asarray(values, dtype=float),), _mean, confidence_level=1 - ALPHA,
+        n_resamples=RESAMPLES, method="percentile", rng=np.random.default_rng(SEED),
+    )  # fmt: skip
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def holm(p: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given (scipy has none): with p sorted
+    ascending, p_(i) adjusted = max over j <= i of min(1, (m - j + 1) p_(j)), j from 1."""
+    m, adjusted = len(p), [0.0] * len(p)
+    running = 0.0  # the max keeps the adjusted values in the raw ones' order
+    for rank, i in enumerate(sorted(range(m), key=lambda k: p[k])):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def benjamini_hochberg(p: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg's adjusted p-values, in the order given (scipy's)."""
+    return [float(x) for x in stats.false_discovery_control(list(p), method="bh")] if p else []
+
+
+def permutation_floor(level: float) -> int:
+    """The fewest values n >= 2 whose exact two-sided sign-flip test can reach p <= level at
+    all: its smallest p, every difference of one sign, is 2 / 2^n."""
+    n = 2
+    while 2.0 / 2**n > level:
+        n += 1
+    return n
+
+
+def robust_z(values: Sequence[float]) -> list[float]:
+    """Iglewicz and Hoaglin's modified z of each value, 0.6745 (x - median) / MAD; MAD 0: inf
+    (signed) for each value off the median, 0 on it."""
+    median = statistics.median(values)
+    mad = statistics.median([abs(x - median) for x in values])
+    if mad == 0:
+        return [0.0 if x == median else math.copysign(math.inf, x - median) for x in values]
+    return [0.6745 * (x - median) / mad for x in values]

@@ -1,0 +1,203 @@
+"""The published verdict run as data (docs/results/verdict_seeds3-10.json) and the pages made
+from it: docs/results.md's per-seed tables and verdict table, the README's verdict table.
+
+    python -m ssmax.report.published            # rewrite the generated blocks (make results-page)
+    python -m ssmax.report.published --check    # exit 1 where a page and the file disagree
+
+The file holds the run's per-seed values of every claim metric the page publishes, shaped as
+the report's results.json (variant -> metric -> seed -> value), the metrics it lacks and why,
+and the verdicts published under the rule until issue 42. The claims read it directly
+(gather.Results.table); their verdict table is computed here, never typed. A generated block
+lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ssmax.report.claims import Claim, claims
+from ssmax.report.gather import Results, Settings, Table
+from ssmax.report.metrics import table_names
+from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
+from ssmax.variants import facts, ordered
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
+PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
+PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
+         "verdicts-short": "README.md"}  # fmt: skip
+# the per-seed tables of docs/results.md, in its order: (metric, heading)
+SEED_TABLES = [
+    ("pretrain val loss", "**Pretraining validation loss**"),
+    ("loss @20x", "**Loss at 20x, theta x50**"),
+    ("loss @5x", "**Loss at 5x, theta x50**"),
+    ("niah @1x", "**NIAH at 1x, theta x50** (20 prompts a seed: 5 depths x 4)"),
+    ("niah past 1x", "**NIAH past 1x, theta x50** (mean of 2x-20x: the retrieval claims' metric)"),
+    ("needle top mean", "**Top needle score, mean of 20 trials** (Fig. 8)"),
+]
+
+
+@dataclass
+class Published:
+    table: Table  # variant -> metric -> seed -> value
+    run: dict  # preset, seeds, train_len, commit, date, command
+    absent: dict[str, str] = field(default_factory=dict)  # metric -> why the file lacks it
+    digits: dict[str, int] = field(default_factory=dict)  # decimals as published (default 3)
+    old_rule: dict[str, str] = field(default_factory=dict)  # claim -> verdict, the old rule
+
+    def results(self) -> Results:
+        """The file as the claims read it."""
+        settings = Settings(self.run["preset"], list(self.run["seeds"]), self.run["train_len"])
+        return Results(settings, {}, table=self.table, absent=self.absent)
+
+    def fmt(self, metric: str, value: float) -> str:
+        return f"{value:.{self.digits.get(metric, 3)}f}"
+
+
+def load(path: Path = PUBLISHED) -> Published:
+    data = json.loads(Path(path).read_text())
+    table = {v: {m: {int(s): float(x) for s, x in by_seed.items()} for m, by_seed in ms.items()}
+             for v, ms in data["results"].items()}  # fmt: skip
+    return Published(table, data["run"], data.get("absent", {}), data.get("digits", {}),
+                     data.get("old_rule", {}).get("verdicts", {}))  # fmt: skip
+
+
+def letter(variant: str) -> str:
+    return "(p_n)" if variant == "pn_rationale" else f"({facts(variant).letter})"
+
+
+def seed_tables(pub: Published) -> str:
+    """docs/results.md's per-seed tables: one per published metric, a row per variant."""
+    seeds, out = pub.run["seeds"], []
+    for metric, heading in SEED_TABLES:
+        variants = [v for v in ordered(list(pub.table)) if metric in pub.table[v]]
+        rows = [[letter(v), *(pub.fmt(metric, pub.table[v][metric][s]) for s in seeds)]
+                for v in variants]  # fmt: skip
+        out += [heading, "", *_md_table(["variant", *(f"seed {s}" for s in seeds)], rows), ""]
+    r2 = pub.table["pn_rationale"]["p_n log fit R²"]
+    out.append("**p_n's fit (R²)**: " + ", ".join(
+        f"{'seed ' if i == 0 else ''}{s} {pub.fmt('p_n log fit R²', r2[s])}"
+        for i, s in enumerate(seeds)) + ".")  # fmt: skip
+    out.append("")
+    out += [f"Not in the file: {', '.join(pub.absent)} ({_reasons(pub)})."] if pub.absent else []
+    return "\n".join(out).rstrip("\n")
+
+
+def _reasons(pub: Published) -> str:
+    return "; ".join(dict.fromkeys(pub.absent.values()))
+
+
+def counts(verdicts: list[str]) -> str:
+    """'2 hold, 4 contradicted, 13 inconclusive' (n/a where any)."""
+    c = Counter(verdicts)
+    parts = [
+        f"{c['holds']} hold",
+        f"{c['contradicted']} contradicted",
+        f"{c['inconclusive']} inconclusive",
+    ] + ([f"{c['n/a']} n/a"] if c["n/a"] else [])
+    return ", ".join(parts)  # fmt: skip
+
+
+def why_differs(c: Claim, old: str, pub: Published) -> str:
+    """Where the rule's verdict is not the one published under the old rule: why."""
+    if c.verdict == old:
+        return ""
+    if c.verdict == "n/a":
+        metrics = {k.ordering.split(" on ")[-1] for k in c.checks}
+        gone = sorted({n for m in metrics for n in _names(m)} & set(pub.absent))
+        return f"n/a: {', '.join(gone)} not in the file, which the old verdict had"
+    moved = [k for k in c.checks if k.uncorrected in ("holds", "contradicted")
+             and k.verdict != k.uncorrected]  # fmt: skip
+    how = "Holm" if c.family == "primary" else "Benjamini-Hochberg"
+    return (
+        "; ".join(
+            f"{k.ordering}: {k.uncorrected} uncorrected; p t {_p(k.p_t)} -> {_p(k.adj_t)}, "
+            f"permutation {_p(k.p_perm)} -> {_p(k.adj_perm)}" + (f" ({k.note})" if k.note else "")
+            for k in moved
+        )
+        + f" ({how}, m = {c.m})"
+    )
+
+
+def _names(metric: str) -> tuple[str, ...]:
+    try:
+        return table_names(metric)
+    except ValueError:  # the p_n claim's label names no metric
+        return ()
+
+
+def _p(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2g}"
+
+
+def verdicts(checked: list[Claim], pub: Published, short: bool) -> str:
+    """The verdict table under the rule of issue 42 beside the published old verdicts."""
+    old = [pub.old_rule.get(c.key, "-") for c in checked]
+    head = (f"Rule of issue 42 on this file: **{counts([c.verdict for c in checked])}** (of "
+            f"{len(checked)}); the old rule as published on {pub.run['date']}: "
+            f"{counts(old)}; the old rule on this file: "
+            f"{counts([c.uncorrected for c in checked])}.")  # fmt: skip
+    if short:
+        columns = ["claim (paper)", "family", "rule of issue 42", "old rule (published)",
+                   "why they differ"]  # fmt: skip
+        rows = [[c.text, c.family, f"**{c.verdict}**", o, why_differs(c, o, pub) or "-"]
+                for c, o in zip(checked, old, strict=True)]  # fmt: skip
+    else:
+        columns = ["claim (paper)", "family", "rule of issue 42", "old rule (published)",
+                   "orderings: difference, tests, uncorrected verdict, seeds to decide, "
+                   "leave-one-out, outlying seeds, repeats (model)",
+                   "seeds to decide (t at 0.05 / m; permutation floor)"]  # fmt: skip
+        rows = [[c.text, family_text(c), f"**{c.verdict}**", o,
+                 " · ".join(ordering_text(k) for k in c.checks) or c.value,
+                 f"{seeds_text(c.seeds_needed)}; {c.floor}"]
+                for c, o in zip(checked, old, strict=True)]  # fmt: skip
+    return "\n".join([head, "", *_md_table(columns, rows)])
+
+
+def blocks(pub: Published) -> dict[str, str]:
+    """Each generated block's text, by name."""
+    checked = claims(pub.results())
+    return {"seed-tables": seed_tables(pub), "verdicts": verdicts(checked, pub, short=False),
+            "verdicts-short": verdicts(checked, pub, short=True)}  # fmt: skip
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """text with the block `name` holding body (its opening marker line kept)."""
+    if f"<!-- published:{name} " not in text or f"<!-- /published:{name} -->" not in text:
+        raise SystemExit(f"no block {name!r} (<!-- published:{name} ... --> to "
+                         f"<!-- /published:{name} -->) in {PAGES[name]}")  # fmt: skip
+    start = text.index(f"<!-- published:{name} ")
+    start = text.index("\n", start) + 1
+    end = text.index(f"<!-- /published:{name} -->")
+    return text[:start] + body + "\n" + text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED)
+    parser.add_argument("--check", action="store_true", help="change nothing; 1 if stale")
+    args = parser.parse_args(argv)
+    made, stale = blocks(load(args.file)), []
+    for page in dict.fromkeys(PAGES.values()):
+        path = ROOT / page
+        text = new = path.read_text()
+        for name in (n for n, p in PAGES.items() if p == page):
+            new = replace_block(new, name, made[name])
+        if new != text:
+            stale.append(page)
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        print(f"stale against {args.file}: {', '.join(stale)} (make results-page)")
+        return 1
+    print(("rewrote: " + ", ".join(stale)) if stale and not args.check else "up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""The published verdict run as data (docs/results/verdict_seeds3-10.json): the pages agree with
+it, the claims read it as they read a run, the old rule on it gives the published old verdicts,
+the seed count fixed for the primary claims follows from the families, and a run's seeds are
+placed against it (report.against)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from ssmax.report.against import against, place
+from ssmax.report.claims import PRIMARY, claims
+from ssmax.report.gather import Results, Settings
+from ssmax.report.published import PAGES, PUBLISHED, ROOT, blocks, load, replace_block
+from ssmax.report.render import markdown
+from ssmax.report.stats import ALPHA, permutation_floor
+from ssmax.report.table import gather
+
+VARIANTS = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "e_swap_after_pretrain",
+            "f_switch_during_pretrain"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def made() -> dict[str, str]:
+    return blocks(load())
+
+
+def block(text: str, name: str) -> str:
+    start = text.index("\n", text.index(f"<!-- published:{name} ")) + 1
+    return text[start : text.index(f"<!-- /published:{name} -->")].rstrip("\n")
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_the_pages_say_what_the_file_holds(made: dict[str, str], name: str) -> None:
+    """Each generated block of README.md and docs/results.md is what the file gives now (else:
+    `make results-page`)."""
+    page = (ROOT / PAGES[name]).read_text()
+    assert block(page, name) == made[name]
+
+
+def test_the_seed_tables_hold_every_published_value(made: dict[str, str]) -> None:
+    """Every value of the file is in the page's tables, as published (3 decimals)."""
+    pub = load()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in made["seed-tables"].splitlines()}
+    assert rows["(b)"].count(" | ") == 8  # a variant and 8 seeds (the last table's row)
+    cells = re.findall(r"\| (\d\.\d+)", made["seed-tables"])
+    assert len(cells) == 6 * 6 * 8 + 8  # six tables of (a)-(f), (p_n)'s pretraining loss
+    assert "**p_n's fit (R²)**: seed 3 0.534, 4 0.673" in made["seed-tables"]
+    assert set(pub.run["seeds"]) == {s for v in pub.table.values() for m in v.values() for s in m}
+
+
+def test_the_file_is_shaped_as_results_json() -> None:
+    """The file's metrics are columns a run's results.json has (report.table.gather, the p_n
+    fit added by build_report), so a run compares to it name by name."""
+    pub = load()
+    niah = {"accuracy": {"1": 1.0, "2": 0.5}, "context_multiples": [1, 2],
+            "accuracy_grid": [[1.0], [0.5]], "needle_scores": {"top_mean": 0.6}}  # fmt: skip
+    run = gather({"pretrain/a_softmax/seed0": {"val_loss": 1.8},
+                  "eval_loss/a_softmax/seed0": {"loss_at": {"5": 3.8, "20": 4.4}},
+                  "eval_niah/a_softmax/seed0": niah})  # fmt: skip
+    assert set(pub.table["a_softmax"]) == set(run["a_softmax"]) - {"niah @2x", "niah mean"}
+    assert run["a_softmax"]["niah past 1x"] == {0: 0.5}
+    assert set(pub.table["pn_rationale"]) == {"pretrain val loss", "p_n log fit R²"}
+    assert set(pub.absent) == {"loss @1x", "loss @10x", "loss @1x training theta"}
+
+
+def test_the_old_rule_on_the_file_gives_the_published_old_verdicts() -> None:
+    """Wherever the file holds a claim's values, the uncorrected rule on them is the verdict
+    published under it; the others are n/a for want of the absent metrics, and say so."""
+    pub = load()
+    checked = claims(pub.results())
+    assert {c.key for c in checked} == set(pub.old_rule)
+    for c in checked:
+        if c.uncorrected == "n/a":
+            assert c.verdict == "n/a" and "rerun under way" in c.value, c.key
+        else:
+            assert c.uncorrected == pub.old_rule[c.key], c.key
+    na = {c.key for c in checked if c.verdict == "n/a"}
+    assert na == {"long_loss_bc", "long_loss_d_between", "theta_robust", "short_loss_e",
+                  "long_loss_f"}  # fmt: skip
+
+
+def test_claims_read_a_table_as_they_read_the_nodes() -> None:
+    """A run's node outputs and its results.json table (gather) give the same differences,
+    p-values and verdicts: the published file is read by the same rule as a run."""
+    inputs = {}
+    for i, variant in enumerate(VARIANTS):
+        for seed in range(4):
+            x = 0.01 * ((3 * seed + 5 * i) % 7) + 0.02 * i
+            inputs[f"pretrain/{variant}/seed{seed}"] = {"val_loss": 1.8 - x}
+            inputs[f"eval_loss/{variant}/seed{seed}"] = {
+                "loss_at": {"1": 3.0 + x, "5": 3.8 - x, "10": 4.1 + x / 2, "20": 4.4 - x},
+                "base_theta_loss_at_1x": 2.9 + x / 3,
+            }
+            inputs[f"eval_niah/{variant}/seed{seed}"] = {
+                "accuracy": {"1": 1.0, "2": 0.5 + x}, "context_multiples": [1, 2, 4],
+                "accuracy_grid": [[1.0], [0.5 + x], [0.2 + x]],
+                "needle_scores": {"top_mean": 0.6 + x}}  # fmt: skip
+    settings = Settings("test", [0, 1, 2, 3], 128)
+    from_nodes = claims(Results.from_inputs(inputs, settings))
+    from_table = claims(Results(settings, {}, table=gather(inputs)))
+    for a, b in zip(from_nodes, from_table, strict=True):
+        assert (a.key, a.verdict, a.uncorrected, a.m) == (b.key, b.verdict, b.uncorrected, b.m)
+        for k, j in zip(a.checks, b.checks, strict=True):
+            assert k.ordering == j.ordering and k.differences == pytest.approx(j.differences)
+            assert (k.p_t, k.p_perm) == (pytest.approx(j.p_t), pytest.approx(j.p_perm))
+    assert next(c for c in from_table if c.key == "theta_robust").checks[0].differences
+
+
+def test_the_seed_count_fixed_for_the_primary_claims() -> None:
+    """The tiny preset's families with every metric (loss at 1x, 5x, 10x, 20x): 15 primary
+    orderings, 32 secondary; the permutation test reaches Holm's first step 0.05 / 15 from 10
+    seeds, Benjamini-Hochberg's 0.05 / 32 from 11. docs/results.md and the README say 10, fixed
+    before any new seed runs."""
+    pub = load()
+    full = {v: {**ms} for v, ms in pub.table.items()}
+    for ms in full.values():
+        if "loss @5x" in ms:
+            ms.update({m: ms["loss @5x"] for m in ("loss @1x", "loss @10x",
+                                                   "loss @1x training theta")})  # fmt: skip
+    settings = Settings("tiny", pub.run["seeds"], 128)
+    checked = claims(Results(settings, {}, table=full))
+    m = {c.family: c.m for c in checked}
+    assert m == {"primary": 15, "secondary": 32}
+    assert {c.key for c in checked if c.family == "primary"} == set(PRIMARY)
+    assert permutation_floor(ALPHA / 15) == 10 and permutation_floor(ALPHA / 32) == 11
+    assert {c.floor for c in claims(pub.results()) if c.family == "primary"} == {10}  # m = 13
+    docs = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    assert "fixed on 2026-11-27 before any new seed runs: 10.**" in docs
+    assert "15 primary orderings, 32 secondary" in docs
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "fixed before any new seed runs: 10" in readme
+
+
+def test_a_missing_marker_is_named() -> None:
+    with pytest.raises(SystemExit, match="no block 'verdicts'"):
+        replace_block("no markers here", "verdicts", "x")
+    text = "a\n<!-- published:verdicts (made) -->\nold\n<!-- /published:verdicts -->\nb\n"
+    assert replace_block(text, "verdicts", "new") == (
+        "a\n<!-- published:verdicts (made) -->\nnew\n<!-- /published:verdicts -->\nb\n"
+    )
+
+
+def test_a_value_is_placed_inside_the_range_or_in_sds() -> None:
+    """Mean 1.0375, sd 0.0954 of 8 seeds: the 99% prediction interval of one more seed is
+    ±3.50 x 1.061 = ±3.71 sd. 1.35 is 3.3 sd out, beyond the range but within it; 1.5 is 4.8 sd
+    out, outside it."""
+    published = [1.0, 1.2, 1.1, 0.9, 1.0, 1.1, 0.95, 1.05]
+    assert place(1.15, published) == ("inside the range", True)
+    assert place(1.35, published) == ("+3.3 sd", True)
+    assert place(1.5, published) == ("+4.8 sd, outside", False)
+    assert place(0.7, published) == ("-3.5 sd", True)
+    assert place(0.95, [1.0] * 8) == ("-inf sd, outside", False)  # no spread: only 1.0 is
+
+
+def test_a_run_is_placed_against_the_published_seeds(tmp_path: Path) -> None:
+    """The published seeds against themselves reproduce; one value moved far is named with
+    its variant, metric and seed; another preset is not compared; no file, no comparison."""
+    pub = load()
+    same = against(pub.table, "tiny")
+    assert same.line.startswith("This run reproduces the published run (2026-11-27, seeds 3-10)")
+    assert len(same.rows) == 6 * 6 + 2 and not any(r.off for r in same.rows)
+    assert same.digest and same.file == "docs/results/verdict_seeds3-10.json"
+    moved = {v: {m: dict(by_seed) for m, by_seed in ms.items()} for v, ms in pub.table.items()}
+    moved["b_ssmax"]["loss @20x"][9] = 5.9
+    line = against(moved, "tiny").line
+    assert line == ("This run does not reproduce the published run (2026-11-27, seeds 3-10) "
+                    "within seed noise in 1 of 38 metric-variant pairs: loss @20x of (b) "
+                    "(seed 9).")  # fmt: skip
+    assert against(pub.table, "smoke").line.startswith("Not compared: the published run is")
+    gone = against(pub.table, "tiny", tmp_path / "none.json")
+    assert gone.line.startswith("No published values") and not gone.rows
+    page = markdown(Settings("tiny", [9], 128), (["variant"], []), [], [],
+                    against=(line, against(moved, "tiny").table()))  # fmt: skip
+    assert "## Against the published run" in page and "seed 9: 5.900 (+" in page
+    assert math.isfinite(float(page.split("seed 9: 5.900 (+")[1].split(" sd")[0]))
+    assert PUBLISHED.exists()
