@@ -45,11 +45,11 @@ help: ## Show this help
 
 setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project, transformers included (idempotent)
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PIP_EXTRA) "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev,hf]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev,hf]"  # the versions the results were made with
 	touch $@
 
 reproduce-all: setup ## A declared pipeline as one cached DAG (PIPELINE=paper PRESET=tiny SEEDS=0,1 EXECUTOR=...)
