@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, absolute_paths, check_override_keys, compose, validate
 from ssmax.cpu import check_pinned, on_cpu, pin_environment
+from ssmax.io import remove_temporaries
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
@@ -188,6 +189,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     directory = Path(job.dir)
     if rank0:
         directory.mkdir(parents=True, exist_ok=True)
+        # what an attempt killed mid-write left (the node's folder is this process's now)
+        remove_temporaries(directory)
         (directory / "config.yaml").write_text(job.cfg_yaml)
     cfg.tracking.parent_run_id = job.parent_run_id
     if offline(cfg):  # a store of its own: no network, no sqlite file shared over network disk
