@@ -16,6 +16,7 @@ from ssmax.io import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    remove_temporaries,
 )
 
 
@@ -50,3 +51,25 @@ def test_atomic_dir_appears_whole_or_not_at_all(tmp_path: Path) -> None:
         (tmp / "f").write_text("1")
         raise RuntimeError("interrupted")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_remove_temporaries_clears_what_a_killed_writer_left(tmp_path: Path) -> None:
+    """A writer killed before its rename leaves its temporary (file or folder); only those
+    go, of the names asked for, below the folder unless not recursive."""
+    (tmp_path / "ckpt").mkdir()
+    left = [
+        tmp_path / ".done.json.123.0a1b2c3d.tmp",
+        tmp_path / "ckpt" / ".last.ckpt.9.deadbeef.tmp",
+    ]
+    for path in left:
+        path.write_bytes(b"half")
+    folder = tmp_path / ".sft.77.01234567.tmp"  # an atomic_dir's
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    kept = [tmp_path / "done.json", tmp_path / ".hidden.tmp", tmp_path / "x.123.0a1b2c3d.tmp"]
+    for path in kept:
+        path.write_text("whole")
+    assert remove_temporaries(tmp_path, names=("done.json",), recursive=False) == [left[0]]
+    assert sorted(remove_temporaries(tmp_path)) == sorted([left[1], folder])
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == sorted(kept)
+    assert remove_temporaries(tmp_path / "none") == []

@@ -4,12 +4,16 @@ A file is written to a temporary name in the same folder (same filesystem), flus
 fsync'ed, then renamed over the target with os.replace; a reader (another rank, a job, the
 report) sees the old file or the new one, never a partial one. A folder is built under a
 temporary name and renamed into place the same way.
+
+A process killed before its rename leaves its temporary behind (never read: its name is not the
+target's); remove_temporaries clears a folder of them where no one else can be writing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -21,6 +25,29 @@ from typing import IO, Any
 def _temporary(path: Path) -> Path:
     """A name beside path that no other process or thread picks (the umask sets its mode)."""
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+TEMPORARY = re.compile(r"\.(?P<target>.+)\.\d+\.[0-9a-f]{8}\.tmp")  # _temporary's names
+
+
+def remove_temporaries(
+    folder: str | Path, names: tuple[str, ...] | None = None, recursive: bool = True
+) -> list[Path]:
+    """Remove the temporaries that atomic writes left in folder (and below it: recursive),
+    those of the given target names only if any: their writer was killed before its rename.
+    Only for a folder nobody writes now, which the caller owns (a node's folder as the node
+    starts, the pipeline's records under its lock). Returns what it removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in folder.rglob(".*.tmp") if recursive else folder.glob(".*.tmp"):
+        match = TEMPORARY.fullmatch(path.name)
+        if match and (names is None or match["target"] in names):
+            found.append(path)
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return found
 
 
 @contextmanager

@@ -75,6 +75,7 @@ def run(overrides: list[str], wait: bool = False) -> int:
     a node's done-marker is read when the executor reaches it."""
     from ssmax.pipeline.executors import run_pipeline
     from ssmax.pipeline.run import abort_open_runs, compose_pipeline, plan
+    from ssmax.pipeline.state import remove_partial_records
     from ssmax.tracking.reach import check_tracking
 
     remote = check_tracking(compose_pipeline(overrides))  # before planning every node: seconds
@@ -95,6 +96,7 @@ def run(overrides: list[str], wait: bool = False) -> int:
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
     with pipeline_lock(cfg.paths.output_dir, wait, log, command):
         _close_dead(cfg, log)  # with the folder held: runs of a crashed predecessor end KILLED
+        remove_partial_records(cfg.paths.output_dir)  # and what it was writing when it died
         try:
             status = run_pipeline(cfg, jobs, overrides, log)
             if remote:  # what training nodes kept while the server was away, if it is back

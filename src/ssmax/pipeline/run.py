@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config import ConfigError, absolute_paths, check_override_keys, compose, validate
 from ssmax.cpu import check_pinned, on_cpu, pin_environment
+from ssmax.io import remove_temporaries
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
@@ -188,6 +189,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     directory = Path(job.dir)
     if rank0:
         directory.mkdir(parents=True, exist_ok=True)
+        # what an attempt killed mid-write left (the node's folder is this process's now)
+        remove_temporaries(directory)
         (directory / "config.yaml").write_text(job.cfg_yaml)
     cfg.tracking.parent_run_id = job.parent_run_id
     if offline(cfg):  # a store of its own: no network, no sqlite file shared over network disk
@@ -202,6 +205,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     # training makes its own MLflow run (rank 0's logger)
     tracked = rank0 and not job.trains and bool(cfg.tracking.enabled)
     run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
+    if rank0 and job.trains and cfg.tracking.enabled and job.parent_run_id:
+        adopt_resumed_run(cfg, directory, job.parent_run_id)
     stage_cfg = cfg
     if cfg.pipeline.strict_reads:  # the stage sees only what it declares
         spec = stage_spec(job.module)
@@ -240,6 +245,18 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     if rank0:
         write_done(directory, record)
     return record
+
+
+def adopt_resumed_run(cfg: DictConfig, directory: Path, parent_run_id: str) -> None:
+    """A training node that resumes reopens the MLflow run an earlier pipeline run started
+    (its id in the node's folder); it becomes a child of this pipeline's run, where the node
+    now runs and will finish (the earlier one, killed or failed, no longer holds it)."""
+    from ssmax.tracking import set_tags
+    from ssmax.training import RUN_ID_FILE
+
+    id_file = directory / RUN_ID_FILE
+    if id_file.exists():
+        set_tags(cfg, id_file.read_text().strip(), {"mlflow.parentRunId": parent_run_id})
 
 
 def discard_unresumable(directory: Path) -> None:

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ssmax.io import atomic_write_json
+from ssmax.io import atomic_write_json, remove_temporaries
 
 DONE = "done.json"
 
@@ -64,3 +64,9 @@ def read_pipeline_run(output_dir: str | Path) -> dict[str, str] | None:
     """The record of the pipeline run last started on this folder, None before any."""
     path = pipeline_run_path(output_dir)
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def remove_partial_records(output_dir: str | Path) -> list[Path]:
+    """The temporaries a pipeline killed while writing its own records left; for the holder of
+    the folder's lock (ssmax.pipeline.lock), the one writer of these records."""
+    return remove_temporaries(Path(output_dir) / "pipeline", names=(PIPELINE_RUN,), recursive=False)

@@ -229,6 +229,13 @@ def child_run(
     return run.info.run_id
 
 
+def set_tags(cfg: DictConfig, run_id: str, tags: dict[str, str]) -> None:
+    """Tags set on an existing run (of any status)."""
+    client = _client(cfg)
+    for key, value in tags.items():
+        client.set_tag(run_id, key, value)
+
+
 def finish_run(
     cfg: DictConfig, run_id: str, status: str, tags: dict[str, str] | None = None
 ) -> None:
