@@ -225,7 +225,10 @@ def attention_weights(
         )
     drop = t < 0 if keep is None else (t < 0) | ~keep
     scores = scores.masked_fill(drop, float("-inf"))
-    return NORMALIZERS[normalizer](scores, **_only(params, NORMALIZER_PARAMS))
+    weights = NORMALIZERS[normalizer](scores, **_only(params, NORMALIZER_PARAMS))
+    if keep is not None:  # a padding query that keeps no key: weights 0, not NaN
+        weights = torch.where(drop.all(-1, keepdim=True), 0.0, weights)
+    return weights
 
 
 def attention(
