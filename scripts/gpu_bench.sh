@@ -19,8 +19,8 @@
 # REPL_TIMEOUT_S (default 360; what is left then runs in-process if the local run failed
 # early); then the report of what finished (the report node's, else `python -m ssmax.report`
 # over the folder), the per-node wall times, the weights digests and the logs in
-# $OUT/replicate.tgz. REPL_PRESET (tiny), REPL_ARGS: more overrides; REPL_DIR: the output
-# folder (/tmp/replicate).
+# $OUT/replicate.tgz. REPL_PRESET (tiny), REPL_PIPELINE: the pipeline file (paper; e.g.
+# rival_laws), REPL_ARGS: more overrides; REPL_DIR: the output folder (/tmp/replicate).
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
@@ -84,7 +84,7 @@ for d in ('torch', 'numpy', 'tokenizers', 'datasets', 'pyarrow', 'lightning', 'h
       export PYTORCH_NVML_BASED_CUDA_CHECK=1
       # tracking.mode=offline: a store a node, merged by the report; many nodes starting at
       # once on one store race on its create-if-missing rows (issue 45)
-      repl=(python3 -m ssmax.pipeline run "preset=${REPL_PRESET:-tiny}" pipeline.file=paper
+      repl=(python3 -m ssmax.pipeline run "preset=${REPL_PRESET:-tiny}" "pipeline.file=${REPL_PIPELINE:-paper}"
         "pipeline.seeds=[${SEEDS:-3,4,5,6,7,8,9,10}]" "pipeline.variants=[${VARIANTS:-a_softmax,b_ssmax}]"
         "trainer.accelerator=${REPL_ACCELERATOR:-gpu}" trainer.compile=false trainer.cpu_isa=null
         preset.hardware=gpu tracking.mode=offline "paths.output_dir=$R" ${REPL_ARGS:-})

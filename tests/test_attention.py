@@ -44,7 +44,63 @@ TERMS = {
         1 + v.beta * math.log(1 + math.floor(n / (v.floor_scale * train_len)))
     ),
     "sqrt_log_n": lambda v, p_n, n, train_len: math.sqrt(math.log(n)),
+    # YaRN (Peng et al. 2023, Sec. 3.4): softmax(q k / (t sqrt(d))), sqrt(1/t) = 0.1 ln s + 1,
+    # s = the context over the training length past it (dynamic scaling, Sec. 3.3)
+    "yarn": lambda v, p_n, n, train_len: (
+        (0.1 * math.log(max(1.0, n / train_len)) + 1) ** 2
+        if v.mscale_power == 2
+        else (0.1 * math.log(max(1.0, n / train_len)) + 1) ** v.mscale_power
+    ),
+    # ASEntmax's length term: its code's log of position + 2 (position 0-based), log(n + 1)
+    "asentmax": lambda v, p_n, n, train_len: math.log(n + 1),
 }
+
+
+# ------------------------------------------------------------ the rivals' equations (issue 43)
+def scale_invariant_reference(score: float, t: int, tau: float) -> float:
+    """Anson, Wang, Aitchison (2025), Eq. 16 with the boundary a_0^2 = 1, m_0 = 0 solved for
+    alpha = beta = e^0.5 (Sec. 3.2, "Hyperparameters"): L_t = a_t S_t + m_t."""
+    alpha = beta = math.exp(0.5)
+    a2 = 2 * (math.log(t / tau + 1) - math.log(alpha) + beta / alpha)
+    return math.sqrt(a2) * score + (-a2 + beta / alpha)
+
+
+def entmax_reference(z: list[float], alpha: float) -> list[float]:
+    """alpha-entmax from its definition (Peters, Niculae, Martins 2019): p_i = [(alpha - 1) z_i -
+    tau]_+^(1 / (alpha - 1)) with tau the root of sum p = 1 (brentq, float64); -inf gets 0."""
+    from scipy.optimize import brentq
+
+    x = [(alpha - 1) * zi for zi in z if zi != float("-inf")]
+    total = lambda tau: sum(max(xi - tau, 0.0) ** (1 / (alpha - 1)) for xi in x) - 1  # noqa: E731
+    tau = brentq(total, max(x) - 2, max(x), xtol=1e-15, rtol=1e-15, maxiter=500)
+    return [0.0 if zi == float("-inf") else max((alpha - 1) * zi - tau, 0.0) ** (1 / (alpha - 1))
+            for zi in z]  # fmt: skip
+
+
+def asentmax_factor_reference(v: VariantConfig, attn: Attention, x: torch.Tensor, h: int,
+                              n: int) -> float:  # fmt: skip
+    """ASEntmax's m of head h for one layer input x [dim] (Vasylenko et al. 2026; its code's
+    adapt-softplus-tanh): delta + softplus(w_b x + c_b) log(n + 1)^(gamma_max tanh(w_g x + c_g))."""
+    x = x.detach()
+    wb = float(attn.len_beta.weight[h].detach() @ x + attn.len_beta.bias[h].detach())
+    wg = float(attn.len_gamma.weight[h].detach() @ x + attn.len_gamma.bias[h].detach())
+    return v.delta + math.log1p(math.exp(wb)) * math.log(n + 1) ** (v.gamma_max * math.tanh(wg))
+
+
+def weights_reference(v: VariantConfig, row: torch.Tensor, i: int) -> torch.Tensor:
+    """One query's weights over keys 0..len(row)-1 from its scores (float64): the score law by
+    distance i - j, the causal mask, then softmax or entmax."""
+    scores = []
+    for j, score in enumerate(row.tolist()):
+        if j > i:
+            scores.append(float("-inf"))
+        elif v.score_law == "scale_invariant":
+            scores.append(scale_invariant_reference(score, i - j, v.tau))
+        else:
+            scores.append(score)
+    if v.normalizer == "entmax":
+        return torch.tensor(entmax_reference(scores, v.alpha), dtype=torch.float64)
+    return torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=-1)
 
 
 def term_reference(v: VariantConfig, p_n: list[float], n: int, train_len: int) -> float:
@@ -62,11 +118,13 @@ def multiplier_reference(
 
 
 def randomise_scalars(module: torch.nn.Module, gen: torch.Generator) -> None:
-    """Move s, b, p_n off their init so the test sees them act."""
+    """Move s, b, p_n (and ASEntmax's projections) off their init so the test sees them act."""
     with torch.no_grad():
         for name, p in module.named_parameters():
             if name.endswith(("attn.s", "attn.b", "p_n")) or name in ("s", "b"):
                 p.copy_(torch.rand(p.shape, generator=gen, dtype=p.dtype) * 1.5 + 0.2)
+            elif "len_beta" in name or "len_gamma" in name:
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -89,17 +147,16 @@ def test_attention_matches_naive_reference(name: str) -> None:
     outs = []
     for h in range(heads):
         qh, kh = rope_reference(q[:, h], theta), rope_reference(k[:, h], theta)
-        s = float(attn.s[h].detach()) if v.scale != "none" else 1.0
+        s = float(attn.s[h].detach()) if hasattr(attn, "s") else 1.0
         b = float(attn.b[h].detach()) if v.bias else 0.0
         pn = p_n.tolist() if p_n is not None else []
-        m = torch.tensor(
-            [multiplier_reference(v, s, b, pn, i + 1, 8) for i in range(t_len)],
-            dtype=torch.float64,
-        )
-        scores = m[:, None] * (qh @ kh.T) / math.sqrt(hd)
-        mask = torch.ones(t_len, t_len, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
-        outs.append(torch.softmax(scores, dim=-1) @ val[:, h])
+        if v.scale == "asentmax":
+            m = [asentmax_factor_reference(v, attn, x[0, i], h, i + 1) for i in range(t_len)]
+        else:
+            m = [multiplier_reference(v, s, b, pn, i + 1, 8) for i in range(t_len)]
+        scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
+        weights = torch.stack([weights_reference(v, scores[i], i) for i in range(t_len)])
+        outs.append(weights @ val[:, h])
     want = torch.cat(outs, dim=-1) @ attn.wo.weight.T
     # RoPE angles are float32 by design (1e-7 relative); a wrong multiplier is off by O(1).
     torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-6)
@@ -194,3 +251,172 @@ def test_the_laws_file_is_plain_torch() -> None:
     assert imported <= {"__future__", "math", "collections.abc", "torch"}, imported
     with pytest.raises(ValueError, match="law='nope'; allowed: none, log_n, p_n"):
         laws.length_term("nope", torch.tensor([1]), train_len=8)
+
+
+# ------------------------------------------------------------ the rival laws, whole (issue 43)
+RIVALS = ["k_scale_invariant", "l_asentmax", "m_yarn_temp_inference"]
+
+
+def p_rope_frequencies_reference(v: VariantConfig, head_dim: int, factor: float = 1.0) -> list:
+    """p-RoPE as scale-invariant attention ran it (App. G: "an effective base of 1024 for the
+    angular frequencies"; modded-nanogpt's (1/1024)^linspace(0, 1, K), the rest 0), K the
+    rotating share of the head_dim / 2 pairs; the evals' theta factor scales the base."""
+    half = head_dim // 2
+    kept = round(v.rope_fraction * half)
+    base = v.rope_base * factor
+    return [(1 / base) ** (j / (kept - 1)) for j in range(kept)] + [0.0] * (half - kept)
+
+
+def rotate_reference(x: torch.Tensor, freqs: list[float]) -> torch.Tensor:
+    """Pairs (j, j + d/2) of x [T, D] at positions 0.. rotated by t * freqs[j], loop by loop."""
+    out = x.clone()
+    for t in range(x.shape[0]):
+        for j, f in enumerate(freqs):
+            c, s = math.cos(t * f), math.sin(t * f)
+            x1, x2 = x[t, j].item(), x[t, j + len(freqs)].item()
+            out[t, j], out[t, j + len(freqs)] = x1 * c - x2 * s, x1 * s + x2 * c
+    return out
+
+
+def layer_reference(v: VariantConfig, attn: Attention, x: torch.Tensor, freqs: list[float],
+                    train_len: int) -> torch.Tensor:  # fmt: skip
+    """The attention layer's output [T, dim] for its input x [T, dim], from the papers' equations
+    (float64): the law's factor on q, the scores, the score law, the mask, the normaliser."""
+    t_len, dim = x.shape
+    heads, hd = attn.n_heads, dim // attn.n_heads
+    q, k, val = ((x @ w.weight.T).view(t_len, heads, hd) for w in (attn.wq, attn.wk, attn.wv))
+    outs = []
+    for h in range(heads):
+        qh, kh = rotate_reference(q[:, h], freqs), rotate_reference(k[:, h], freqs)
+        if v.scale == "asentmax":
+            m = [asentmax_factor_reference(v, attn, x[i], h, i + 1) for i in range(t_len)]
+        else:
+            m = [multiplier_reference(v, 1.0, 0.0, [], i + 1, train_len) for i in range(t_len)]
+        scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
+        weights = torch.stack([weights_reference(v, scores[i], i) for i in range(t_len)])
+        outs.append(weights @ val[:, h])
+    return torch.cat(outs, dim=-1) @ attn.wo.weight.T
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["full", "kv_cache"])
+@pytest.mark.parametrize("multiple", [1, 3], ids=["1x", "3x_past_N"])
+@pytest.mark.parametrize("name", RIVALS)
+def test_rival_laws_equal_their_papers_at_1x_and_past_n(name: str, multiple: int,
+                                                        cached: bool) -> None:  # fmt: skip
+    # the model's first layer, fed by the model's own forward (its p-RoPE, its n and distances,
+    # its KV cache: a prefill, a chunk, then one token at a time), against layer_reference
+    train_len, v = 8, variant(name)
+    # init_std 0.5: scores of order 1, so that a law off by 1% moves the output past rtol (and
+    # entmax leaves keys at exactly 0)
+    cfg = ModelConfig(vocab_size=97, n_layers=1, n_heads=2, dim=16, ffn_dim=40, init_std=0.5)
+    model = Transformer(cfg, v, train_len=train_len).double().eval()
+    randomise_scalars(model, torch.Generator().manual_seed(2))
+    attn, seen = model.layers[0].attn, []
+    attn.register_forward_hook(lambda mod, args, out: seen.append((args[0][0], out[0])))
+    t_len = multiple * train_len
+    ids = torch.randint(0, 97, (1, t_len), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        if cached:
+            cache = model.new_cache(1, t_len)
+            model(ids[:, :3], cache), model(ids[:, 3:5], cache)
+            for i in range(5, t_len):
+                model(ids[:, i : i + 1], cache)
+        else:
+            model(ids)
+        x, got = (torch.cat(parts) for parts in zip(*seen, strict=True))
+        if v.rope_fraction < 1:
+            freqs = p_rope_frequencies_reference(v, 8)
+        else:
+            freqs = [10_000.0 ** (-2 * j / 8) for j in range(4)]
+        want = layer_reference(v, attn, x, freqs, train_len)
+    # RoPE angles are float32 by design and so is a law's term (1e-7 relative)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_p_rope_turns_half_the_pairs_and_scales_its_base_with_theta() -> None:
+    from ssmax.evals import scaled_rope_theta
+
+    v = variant("k_scale_invariant")
+    model = Transformer(ModelConfig(vocab_size=11, n_layers=1, n_heads=1, dim=16, ffn_dim=8), v, 8)
+    positions = torch.arange(40)
+    for factor in (1.0, 50.0):
+        with scaled_rope_theta(model, factor):
+            cos, sin = model.rope(positions)
+        freqs = p_rope_frequencies_reference(v, 16, factor)
+        angles = torch.tensor([[t * f for f in freqs] * 2 for t in range(40)], dtype=torch.float64)
+        torch.testing.assert_close(cos, angles.cos().float(), rtol=0, atol=2e-6)
+        torch.testing.assert_close(sin, angles.sin().float(), rtol=0, atol=2e-6)
+    assert (cos[:, 4:8] == 1).all() and (sin[:, 4:8] == 0).all()  # the low half does not turn
+
+
+def test_query_factor_laws_keep_the_fused_path_and_the_rivals_do_not() -> None:
+    from ssmax.model.attention import general
+
+    for name in VARIANTS:
+        assert general(variant(name)) == (name in ("k_scale_invariant", "l_asentmax")), name
+
+
+@pytest.mark.parametrize("name", ["a_softmax", "b_ssmax", "k_scale_invariant"])
+def test_explicit_and_flex_paths_equal_the_fused_one(name: str) -> None:
+    # the general path's two kernels give one law: explicit (and FlexAttention's score_mod, run
+    # here eagerly: no backward on the CPU) against SDPA for (a)/(b), and each other for (k)
+    import dataclasses
+    import warnings
+
+    torch.manual_seed(0)
+    v = variant(name)
+    cfg = ModelConfig(vocab_size=97, n_layers=2, n_heads=2, dim=16, ffn_dim=40)
+    base = Transformer(cfg, v, train_len=8).eval()
+    randomise_scalars(base, torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 97, (2, 30))
+    outs = {}
+    for path in ("auto", "explicit", "flex"):
+        model = Transformer(cfg, dataclasses.replace(v, path=path), train_len=8).eval()
+        model.load_state_dict(base.state_dict())
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # flex, eager: "materializes the full scores"
+            cache = model.new_cache(2, 30)
+            outs[path] = (
+                model(ids),
+                torch.cat([model(ids[:, :7], cache), model(ids[:, 7:], cache)], 1),
+            )
+    for path in ("explicit", "flex"):
+        for got, want in zip(outs[path], outs["auto"], strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_entmax_is_its_definition_and_its_gradient() -> None:
+    gen = torch.Generator().manual_seed(0)
+    z = torch.randn(3, 7, 9, generator=gen, dtype=torch.float64) * 3
+    z[0, 0, 5:] = float("-inf")  # masked keys get exactly 0
+    for alpha in (1.2, 1.5, 2.0, 3.0):
+        p = laws.entmax(z, alpha=alpha)
+        want = [[entmax_reference(row, alpha) for row in rows] for rows in z.tolist()]
+        torch.testing.assert_close(p, torch.tensor(want, dtype=torch.float64), rtol=0, atol=1e-12)
+        assert (p[0, 0, 5:] == 0).all() and (p == 0).any()  # sparse, unlike softmax
+    # 2-entmax is sparsemax (Martins and Astudillo 2016): the Euclidean projection on the simplex
+    row = torch.tensor([1.0, 0.8, 0.1, -2.0], dtype=torch.float64)
+    sparsemax = torch.tensor([0.6, 0.4, 0.0, 0.0], dtype=torch.float64)
+    torch.testing.assert_close(laws.entmax(row, alpha=2.0), sparsemax)
+    leaf = (torch.randn(2, 6, generator=gen, dtype=torch.float64) * 2).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: laws.entmax(t, alpha=1.5), (leaf,))
+    with pytest.raises(ValueError, match="alpha=1.0; allowed: a number > 1"):
+        laws.entmax(z, alpha=1.0)
+
+
+def test_rival_laws_train() -> None:
+    # one optimizer step of each trained rival moves its weights, ASEntmax's factor included,
+    # and every gradient is finite (the masked future never meets a NaN)
+    for name in ("k_scale_invariant", "l_asentmax"):
+        torch.manual_seed(0)
+        model = Transformer(ModelConfig(vocab_size=97, n_layers=2, n_heads=2, dim=16, ffn_dim=40),
+                            variant(name), train_len=8)  # fmt: skip
+        ids = torch.randint(0, 97, (2, 12))
+        loss = torch.nn.functional.cross_entropy(
+            model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()
+        )
+        loss.backward()
+        grads = {n: p.grad for n, p in model.named_parameters()}
+        assert all(g is not None and torch.isfinite(g).all() for g in grads.values()), name
+        if name == "l_asentmax":
+            assert grads["layers.0.attn.len_beta.weight"].abs().sum() > 0

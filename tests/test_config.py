@@ -72,6 +72,13 @@ def test_paper_preset_has_the_paper_eval_sizes() -> None:
         (["objective=rl"], "objective='rl'"),
         (["trainer.pretrain.global_batch=20"], "must be a multiple of batch_size"),
         (["variant.scale=cube"], "variant.scale='cube'"),
+        (["variant=k_scale_invariant", "variant.tau=-1"], "variant.tau=-1.0 must be > 0"),
+        (["variant=l_asentmax", "variant.alpha=0.5"], "variant.alpha=0.5 must be > 1"),
+        (["variant=l_asentmax", "variant.path=sdpa"], "variant.path='sdpa' cannot run"),
+        (
+            ["variant=b_ssmax", "variant.normalizer=entmax", "variant.path=flex"],
+            "variant.path='flex' cannot run variant.normalizer='entmax'",
+        ),
     ],
 )
 def test_bad_values_name_the_key(overrides: list[str], message: str) -> None:

@@ -98,6 +98,11 @@ CASES = [
     ("output-dir-is-a-file", ["paths.output_dir={d}/a_file/out"], "paths.output_dir={d}/a_file/out: {d}/a_file is a file, not a folder"),
     ("output-dir-unwritable", ["paths.output_dir=/proc/ssmax-out"], "paths.output_dir=/proc/ssmax-out cannot be written"),
     ("option-unknown", ["--wiat"], "option '--wiat' is unknown; allowed: --wait"),
+    # a rival law's parameter out of its domain, or on a kernel that cannot run it (issue 43)
+    ("tau-zero", ["pipeline.variants=[k_scale_invariant]", "variant.tau=0"], "variant.tau=0.0 must be > 0"),
+    ("alpha-one", ["pipeline.variants=[l_asentmax]", "variant.alpha=1"], "variant.alpha=1.0 must be > 1"),
+    ("entmax-on-flex", ["pipeline.variants=[l_asentmax]", "+pipeline.overrides.l_asentmax=['variant.path=flex']"], "variant.path='flex' cannot run variant.normalizer='entmax' (SDPA and FlexAttention normalise with softmax); allowed with it: 'auto', 'explicit'"),
+    ("score-law-on-sdpa", ["pipeline.variants=[k_scale_invariant]", "+pipeline.overrides.k_scale_invariant=['variant.path=sdpa']"], "variant.path='sdpa' cannot run variant.score_law='scale_invariant'"),
 ]  # fmt: skip
 
 

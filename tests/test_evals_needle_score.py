@@ -21,7 +21,12 @@ from ssmax.evals.needle_score import (
 from ssmax.evals.niah import SCORES, greedy_decode
 from ssmax.model import Transformer
 from tests.conftest import VARIANTS, make_cfg
-from tests.test_attention import term_reference
+from tests.test_attention import (
+    asentmax_factor_reference,
+    p_rope_frequencies_reference,
+    term_reference,
+    weights_reference,
+)
 from tests.test_evals_loss import tiny_model
 
 
@@ -34,6 +39,10 @@ def naive_attention(
     pos = torch.arange(t, dtype=torch.float64)
     n = pos + 1
     angle = pos[:, None] * model.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if model.variant.rope_fraction < 1:  # p-RoPE, its base scaled as theta is (issue 43)
+        factor = model.rope_theta / model.cfg.rope_theta
+        freqs = p_rope_frequencies_reference(model.variant, d, factor)
+        angle = pos[:, None] * torch.tensor(freqs, dtype=torch.float64)[None, :]
     cos, sin = angle.cos(), angle.sin()
 
     def rope(x: torch.Tensor) -> torch.Tensor:  # pairs (x_j, x_{j+d/2}) rotated by angle_j
@@ -48,6 +57,10 @@ def naive_attention(
         scale = a.variant.scale
         if scale == "none":
             m = torch.ones(h, t, dtype=torch.float64)
+        elif scale == "asentmax":
+            rows = [[asentmax_factor_reference(a.variant, a, xn[0, i].double(), head, i + 1)
+                     for i in range(t)] for head in range(h)]  # fmt: skip
+            m = torch.tensor(rows, dtype=torch.float64)
         else:
             pn = model.p_n.tolist() if scale == "p_n" else []
             term = torch.tensor(
@@ -60,6 +73,9 @@ def naive_attention(
         scores = m[:, :, None] * (rope(q) @ rope(k).transpose(-1, -2)) / math.sqrt(d)
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # [H, T, T]
+        if a.general:  # a score law, a normaliser (issue 43): the papers' equations row by row
+            attn = torch.stack([torch.stack([weights_reference(a.variant, scores[head, i], i)
+                                             for i in range(t)]) for head in range(h)])  # fmt: skip
         mats.append(attn)
         y = (attn @ v).transpose(0, 1).reshape(1, t, h * d)
         x = x + a.wo(y)

@@ -102,7 +102,7 @@ def test_with_transformers_rope_angles_the_logits_are_bit_equal(
     model, cfg, path = exported[variant]
     hf = load_hf(path)
 
-    def hf_angles(positions: torch.Tensor, head_dim: int, theta: float) -> tuple:
+    def hf_angles(positions: torch.Tensor, head_dim: int, theta: float, **_: object) -> tuple:
         cos, sin = hf.model.rotary_emb(torch.zeros(1), positions[None])  # transformers' own
         return cos[0], sin[0]
 
@@ -209,9 +209,11 @@ def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str, fact
     assert exported_tokenizer(text)["input_ids"] == sample.ids
 
 
-def test_left_padding_does_not_count_as_keys_seen(exported: dict) -> None:
-    # batched generate: n_i = position_ids + 1 counts a row's own tokens, not its padding
-    _, cfg, path = exported["b_ssmax"]
+@pytest.mark.parametrize("variant", ["b_ssmax", "k_scale_invariant", "l_asentmax"])
+def test_left_padding_does_not_count_as_keys_seen(exported: dict, variant: str) -> None:
+    # batched generate: n_i = position_ids + 1 counts a row's own tokens, not its padding; the
+    # general path's distances (by cache slot) and its mask skip the padding too
+    _, cfg, path = exported[variant]
     hf = load_hf(path)
     short, long = (torch.randint(1, cfg.data.vocab_size, (1, k)) for k in (30, 40))
     alone = hf.generate(short, attention_mask=torch.ones_like(short))[0, 30:]

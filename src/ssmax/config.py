@@ -207,6 +207,36 @@ def _check_facts(d: DictConfig) -> None:
     )
 
 
+def _check_path(v: DictConfig, accelerator: str) -> None:
+    """variant.path against the law (ssmax.model.attention): SDPA runs the query factors only,
+    FlexAttention normalises with softmax and has no backward on the CPU."""
+    import torch
+
+    from ssmax.model.laws import ADAPTIVE
+
+    if v.normalizer != "softmax":
+        _require(
+            v.path in ("auto", "explicit"),
+            f"variant.path={v.path!r} cannot run variant.normalizer={v.normalizer!r} (SDPA and "
+            "FlexAttention normalise with softmax); allowed with it: 'auto', 'explicit'",
+        )
+    if v.score_law != "none" or v.scale in ADAPTIVE:
+        law = f"variant.score_law={v.score_law!r}" if v.score_law != "none" else (
+            f"variant.scale={v.scale!r}")  # fmt: skip
+        _require(
+            v.path != "sdpa",
+            f"variant.path='sdpa' cannot run {law} (SDPA takes a factor on the query only); "
+            "allowed with it: 'auto', 'explicit', 'flex'",
+        )
+    if v.path == "flex":
+        _require(
+            accelerator not in ("cpu", "auto") or torch.cuda.is_available(),
+            f"variant.path='flex' trains on CUDA only (FlexAttention has no backward on the CPU)"
+            f" and trainer.accelerator={accelerator} trains on the CPU here; allowed on the CPU: "
+            "'auto', 'explicit', 'sdpa'",
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError on the first bad setting: a field outside its schema rule (ranges,
     choices: ssmax.schema), then the rules between fields."""
@@ -234,6 +264,7 @@ def validate(cfg: DictConfig) -> None:
         not isinstance(v.s_init, str) or v.s_init == "inv_mean_log_n",
         f"variant.s_init={v.s_init!r}; allowed: a number or 'inv_mean_log_n'",
     )
+    _check_path(v, cfg.trainer.accelerator)
     for stage in OBJECTIVES:
         _check_batch(cfg, stage)
     d = cfg.data

@@ -9,7 +9,8 @@ heads for one prompt (context 8000, depth 50%, "Tokyo", 8106422); Fig. 8 the top
 How: forward hooks on every ``Attention`` capture the layer input of the first pass (the
 prefill); for its last position q is recomputed exactly as the layer does (wq, RoPE, the
 variant's multiplier m = s*log n etc. with n = number of keys) and one row
-softmax(m q K^T / sqrt(d)) is taken over the layer's cached keys, in float64. Only [H, n] rows
+softmax(m q K^T / sqrt(d)) is taken over the layer's cached keys, in float64 (a law of the
+general path: its score law and normaliser, laws.attention_weights, in float64). Only [H, n] rows
 exist, never an n x n matrix. The model files are untouched. Span tokens are those whose decoded
 text overlaps the characters after the colon up to the needle's end (``build_sample``), so a
 token merging ":" with " 8" would count. Paper silent on trial depths: uniform in [0, 1] here.
@@ -33,7 +34,8 @@ from ssmax.evals.common import device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
 from ssmax.evals.niah import greedy_decode, score_answer
 from ssmax.model import Transformer
-from ssmax.model.attention import Attention
+from ssmax.model.attention import Attention, law_params
+from ssmax.model.laws import ADAPTIVE, attention_weights
 from ssmax.model.rope import apply_rope
 
 
@@ -52,13 +54,22 @@ def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:
         raise ValueError("needle scores take one prompt at a time")
     q = attn.wq(x[:, -1:]).view(1, 1, attn.n_heads, attn.head_dim).transpose(1, 2)
     q = apply_rope(q, cos[-1:], sin[-1:])
-    if term is not None:  # the same float32 multiplier the layer applies
+    rival = attn.general or attn.variant.scale in ADAPTIVE
+    if rival:  # the general path's factor (ASEntmax's reads the layer input)
+        q = attn.scale_query(q.float(), x[:, -1:], None if term is None else term[-1:])
+    elif term is not None:  # the same float32 multiplier the layer applies
         q = q.float() * attn.multiplier(term[-1:])[None, :, :, None]
     if cache is not None:  # the layer already wrote this call's keys (not yet counted)
         keys = cache.k[layer][:, :, : cache.length + x.shape[1]]
     else:
         k = attn.wk(x).view(1, -1, attn.n_heads, attn.head_dim).transpose(1, 2)
         keys = apply_rope(k, cos, sin)
+    if rival:  # its score law and normaliser, as the layer runs them (laws.attention_weights)
+        past = keys.shape[-2] - 1
+        weights = attention_weights(
+            q.double(), keys.double(), past=past, **law_params(attn.variant)
+        )
+        return weights[0, :, 0]
     scores = q.double() @ keys.double().transpose(-1, -2) / math.sqrt(attn.head_dim)
     return scores.softmax(-1)[0, :, 0]
 

@@ -13,7 +13,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from ssmax.export.modeling_ssmax import SSMaxLlamaConfig, SSMaxLlamaForCausalLM
-from ssmax.model import Transformer, laws
+from ssmax.model import Transformer, VariantConfig, laws
 
 # project name -> transformers name, inside each block
 BLOCK_KEYS = {
@@ -21,6 +21,7 @@ BLOCK_KEYS = {
     "attn.wq": "self_attn.q_proj", "attn.wk": "self_attn.k_proj",
     "attn.wv": "self_attn.v_proj", "attn.wo": "self_attn.o_proj",
     "ffn.w1": "mlp.gate_proj", "ffn.w3": "mlp.up_proj", "ffn.w2": "mlp.down_proj",
+    "attn.len_beta": "self_attn.len_beta", "attn.len_gamma": "self_attn.len_gamma",
 }  # fmt: skip
 TOP_KEYS = {"tok_emb": "model.embed_tokens", "norm": "model.norm", "lm_head": "lm_head"}
 LAW_KEYS = ("attn.s", "attn.b", "p_n")  # go to the config, not to the weights
@@ -56,18 +57,32 @@ def hf_config(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> Llam
         attention_bias=False, mlp_bias=False, initializer_range=cfg.init_std,
         bos_token_id=None, eos_token_id=eos_id, pad_token_id=eos_id,
     )  # fmt: skip
-    if variant.scale == "none":
+    if plain_softmax(variant):
         return LlamaConfig(**common)
     attn = [layer.attn for layer in model.layers]
+    factor = variant.scale not in ("none", *laws.ADAPTIVE)  # s (and b) per layer and head
+    own = (*laws.PARAMS, *laws.ADAPTIVE_PARAMS, *laws.SCORE_PARAMS, *laws.NORMALIZER_PARAMS)
     return SSMaxLlamaConfig(
         **common,
         ssmax_law=variant.scale,
         ssmax_train_len=model.train_len,
-        ssmax_s=[a.s.float().tolist() for a in attn],
+        ssmax_s=[a.s.float().tolist() for a in attn] if factor else None,
         ssmax_b=[a.b.float().tolist() for a in attn] if variant.bias else None,
         ssmax_p_n=model.p_n.float().tolist() if variant.scale == "p_n" else None,
-        **{f"ssmax_{name}": float(getattr(variant, name)) for name in laws.PARAMS},
+        **{f"ssmax_{name}": float(getattr(variant, name)) for name in own},
+        ssmax_score_law=variant.score_law,
+        ssmax_normalizer=variant.normalizer,
+        ssmax_rope_fraction=float(variant.rope_fraction),
+        ssmax_rope_base=None if variant.rope_base is None else float(variant.rope_base),
+        ssmax_rope_theta0=float(cfg.rope_theta),
     )
+
+
+def plain_softmax(variant: VariantConfig) -> bool:
+    """Softmax attention with RoPE as transformers' Llama has it: no law to ship."""
+    return (variant.scale == "none" and variant.score_law == "none"
+            and variant.normalizer == "softmax" and variant.rope_fraction == 1
+            and variant.rope_base is None)  # fmt: skip
 
 
 def to_transformers(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> PreTrainedModel:

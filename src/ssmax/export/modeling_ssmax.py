@@ -10,6 +10,13 @@ term = config.ssmax_law's (laws.py), N = config.ssmax_train_len, s and b per lay
 own parameters config.ssmax_<name> (laws.PARAMS: beta, floor_scale for llama4).
 
 Everything else is transformers' LlamaForCausalLM; RoPE theta is config.rope_parameters.
+
+Laws beyond a factor on the query (issue 43), laws.py's general path again:
+config.ssmax_score_law (scale_invariant: each score by its distance, ssmax_tau),
+config.ssmax_normalizer (entmax: ssmax_alpha), an ADAPTIVE factor (asentmax: per layer the
+self_attn.len_beta / len_gamma projections of the layer's input, ssmax_delta, ssmax_gamma_max),
+and p-RoPE (ssmax_rope_fraction, ssmax_rope_base; its base scaled as theta is, by
+rope_parameters' theta over ssmax_rope_theta0, the trained one).
 """
 
 from __future__ import annotations
@@ -19,11 +26,29 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama as llama
 
 try:  # the exported folder: laws.py beside this file (transformers loads it with this one)
-    from .laws import PARAMS, length_term
+    from .laws import (
+        ADAPTIVE,
+        ADAPTIVE_PARAMS,
+        NORMALIZER_PARAMS,
+        PARAMS,
+        SCORE_PARAMS,
+        length_term,
+        rope_frequencies,
+    )
+    from .laws import attention as general_attention
 except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/laws.py
     if __package__ != "ssmax.export":
         raise
-    from ssmax.model.laws import PARAMS, length_term
+    from ssmax.model.laws import (
+        ADAPTIVE,
+        ADAPTIVE_PARAMS,
+        NORMALIZER_PARAMS,
+        PARAMS,
+        SCORE_PARAMS,
+        length_term,
+        rope_frequencies,
+    )
+    from ssmax.model.laws import attention as general_attention
 
 
 class SSMaxLlamaConfig(LlamaConfig):
@@ -36,10 +61,58 @@ class SSMaxLlamaConfig(LlamaConfig):
     # a law's own parameters (laws.PARAMS), each written by the export, declared here or not
     ssmax_beta: float = 0.1  # llama4 only
     ssmax_floor_scale: float = 1.0  # llama4 only, in units of N
+    ssmax_mscale_power: float = 2.0  # yarn only
+    ssmax_delta: float = 1.0  # asentmax only
+    ssmax_gamma_max: float = 2.0  # asentmax only
+    ssmax_score_law: str = "none"  # laws.SCORE_LAWS, or none
+    ssmax_tau: float = 10.0  # scale_invariant only
+    ssmax_normalizer: str = "softmax"  # laws.NORMALIZERS
+    ssmax_alpha: float = 1.5  # entmax only
+    ssmax_rope_fraction: float = 1.0  # p-RoPE: the fraction of rotary pairs that turn
+    ssmax_rope_base: float | None = None  # p-RoPE's base (None: rope_theta's spacing)
+    ssmax_rope_theta0: float | None = None  # the trained theta (None: rope_theta as it is)
+
+
+def general(cfg: SSMaxLlamaConfig) -> bool:
+    """Whether attention runs laws.py's general path rather than transformers' own."""
+    return (cfg.ssmax_score_law != "none" or cfg.ssmax_normalizer != "softmax"
+            or cfg.ssmax_law in ADAPTIVE)  # fmt: skip
+
+
+class SSMaxRotaryEmbedding(llama.LlamaRotaryEmbedding):
+    """p-RoPE: laws.rope_frequencies in place of theta^(-2j/d) (transformers' default rope)."""
+
+    @staticmethod
+    def compute_default_rope_parameters(
+        config: SSMaxLlamaConfig, **_
+    ) -> tuple[torch.Tensor, float]:
+        theta = config.rope_parameters["rope_theta"]
+        head_dim = config.hidden_size // config.num_attention_heads
+        scale = theta / (config.ssmax_rope_theta0 or theta)
+        freqs = rope_frequencies(head_dim, theta, rope_fraction=config.ssmax_rope_fraction,
+                                 rope_base=config.ssmax_rope_base, theta_scale=scale)  # fmt: skip
+        return freqs.float(), 1.0
 
 
 class SSMaxLlamaAttention(llama.LlamaAttention):
-    """LlamaAttention.forward with one step added: q *= m (after RoPE, before the cache)."""
+    """LlamaAttention.forward with one step added: q *= m (after RoPE, before the cache); and
+    for the general path's laws, laws.attention in place of transformers' attention."""
+
+    def __init__(self, config: SSMaxLlamaConfig, layer_idx: int) -> None:
+        super().__init__(config, layer_idx)
+        if config.ssmax_law in ADAPTIVE:  # ASEntmax: its factor's two logits per head
+            heads = config.num_attention_heads
+            self.len_beta = torch.nn.Linear(config.hidden_size, heads, bias=True)
+            self.len_gamma = torch.nn.Linear(config.hidden_size, heads, bias=True)
+
+    def adaptive(self, position_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """An ADAPTIVE law's m [batch, heads, positions, 1] from the layer's input."""
+        cfg = self.config
+        term = length_term(cfg.ssmax_law, position_ids + 1, train_len=cfg.ssmax_train_len)
+        params = {name: getattr(cfg, f"ssmax_{name}") for name in ADAPTIVE_PARAMS}
+        m = ADAPTIVE[cfg.ssmax_law](term[..., None], self.len_beta(hidden),
+                                    self.len_gamma(hidden), **params)  # fmt: skip
+        return m.transpose(1, 2)[..., None]
 
     def multiplier(self, position_ids: torch.Tensor) -> torch.Tensor:
         """m [batch, heads, positions, 1] in float32."""
@@ -71,9 +144,26 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
         k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         q, k = llama.apply_rotary_pos_emb(q, k, *position_embeddings)
-        q = (q.float() * self.multiplier(kwargs["position_ids"])).to(v.dtype)
+        cfg, position_ids = self.config, kwargs["position_ids"]
+        if cfg.ssmax_law in ADAPTIVE:
+            m = self.adaptive(position_ids, hidden_states)
+            q = (q.to(m.dtype) * m).to(v.dtype)
+        elif cfg.ssmax_law != "none":
+            q = (q.float() * self.multiplier(position_ids)).to(v.dtype)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
+        if general(cfg):  # distances and the causal mask by cache slot; padding from the mask
+            keep = None
+            if isinstance(attention_mask, torch.Tensor):
+                mask = attention_mask[..., : k.shape[-2]]
+                keep = mask if mask.dtype == torch.bool else mask == 0
+            names = (*SCORE_PARAMS, *NORMALIZER_PARAMS)
+            params = {name: getattr(cfg, f"ssmax_{name}") for name in names}
+            out = general_attention(q, k, v, past=k.shape[-2] - q.shape[-2], keep=keep,
+                            score_law=cfg.ssmax_score_law, normalizer=cfg.ssmax_normalizer,
+                            **params)  # fmt: skip
+            out = out.transpose(1, 2).reshape(*input_shape, -1).contiguous()
+            return self.o_proj(out), None
         attention = llama.ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, llama.eager_attention_forward
         )
@@ -92,4 +182,6 @@ class SSMaxLlamaForCausalLM(LlamaForCausalLM):
         super().__init__(config)
         for i, layer in enumerate(self.model.layers):  # same weights, the law added
             layer.self_attn = SSMaxLlamaAttention(config, i)
+        if config.ssmax_rope_fraction != 1 or config.ssmax_rope_base is not None:
+            self.model.rotary_emb = SSMaxRotaryEmbedding(config)
         self.post_init()

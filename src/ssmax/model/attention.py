@@ -16,8 +16,20 @@ Beyond the paper, the length laws of the field (conf/variant/g_ to j_), N the tr
     qwen_log_n   Qwen's log-n scaling          m = s * max(1, log_N n)
     llama4       Llama 4's attention temp.     m = 1 + beta * log(1 + floor(n / floor_scale))
     sqrt_log_n   a slower-growing law          m = s * sqrt(log n)
+    yarn         YaRN's temperature            m = (0.1 ln max(1, n / N) + 1)^2 (inference)
 
 Each law's term (log n, p_n, ...) is written once, in laws.py: the export ships that file.
+
+Laws that are not a factor on the query alone run the general path (laws.attention: scores,
+the law's transform of each score, the mask, the normaliser, weights @ V; FlexAttention's
+score_mod where it runs fused: a compiled forward on CUDA, softmax only), issue 43:
+
+    scale_invariant   each score by its distance t = i - j: a_t S + m_t (variant.score_law)
+    entmax            alpha-entmax in place of softmax (variant.normalizer)
+    asentmax          a factor that reads the layer's input (laws.ADAPTIVE), with entmax
+
+The query-factor laws keep the fused SDPA path (variant.path=auto); variant.path=explicit or
+flex sends any law through the general path.
 
 n is the number of keys the query attends to: position + 1 under the causal mask, which is
 also the cache length when decoding with a KV cache.
@@ -33,11 +45,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from ssmax.model.cache import KVCache
-from ssmax.model.laws import LAWS, PARAMS
+from ssmax.model.laws import (
+    ADAPTIVE,
+    ADAPTIVE_PARAMS,
+    LAWS,
+    NORMALIZER_PARAMS,
+    NORMALIZERS,
+    PARAMS,
+    SCORE_LAWS,
+    SCORE_PARAMS,
+    score_mod,
+)
+from ssmax.model.laws import attention as explicit_attention
 from ssmax.model.laws import length_term as law_term
 from ssmax.model.rope import apply_rope
 
 SCALES = ("none", *LAWS)
+PATHS = ("auto", "sdpa", "explicit", "flex")  # variant.path: how attention is computed
 
 
 @dataclass
@@ -55,6 +79,22 @@ class VariantConfig:
     # the laws' own parameters (laws.PARAMS: the export writes them as config.json's ssmax_*)
     beta: float = 0.1  # llama4 only: the temperature's slope (Llama 4's attn_scale)
     floor_scale: float = field(default=1.0, metadata={"gt": 0})  # llama4 only: n's step, in N
+    # yarn only: logits x (0.1 ln s + 1)^mscale_power; YaRN's sqrt(1/t) = 0.1 ln s + 1 scales q
+    # and k alike, so its logits get the square (2); 1 scales the logits by 0.1 ln s + 1 itself
+    mscale_power: float = field(default=2.0, metadata={"gt": 0})
+    # asentmax only (laws.ADAPTIVE): m = delta + softplus(w h + c) * log(n+1)^(gamma_max tanh(..))
+    delta: float = 1.0  # ASEntmax's attn_scale_delta (its code's default)
+    gamma_max: float = field(default=2.0, metadata={"gt": 0})  # its attn_scale_gamma_range
+    # the general path's laws (laws.SCORE_LAWS, laws.NORMALIZERS)
+    score_law: str = field(default="none", metadata={"choices": ("none", *SCORE_LAWS)})
+    tau: float = field(default=10.0, metadata={"gt": 0})  # scale_invariant: the lengthscale
+    normalizer: str = field(default="softmax", metadata={"choices": tuple(NORMALIZERS)})
+    alpha: float = field(default=1.5, metadata={"gt": 1})  # entmax only: alpha-entmax's alpha
+    # p-RoPE (laws.rope_frequencies): the fraction of rotary pairs that turn; null base: the
+    # model's theta spacing, else (base x the evals' theta factor)^(-j / (K - 1))
+    rope_fraction: float = field(default=1.0, metadata={"gt": 0, "le": 1})
+    rope_base: float | None = field(default=None, metadata={"gt": 0})
+    path: str = field(default="auto", metadata={"choices": PATHS})  # auto: SDPA where it can
 
 
 def inv_mean_log_n(train_len: int) -> float:
@@ -66,6 +106,21 @@ def resolve_s_init(variant: VariantConfig, train_len: int) -> float:
     if variant.s_init == "inv_mean_log_n":
         return inv_mean_log_n(train_len)
     return float(variant.s_init)
+
+
+def general(variant: VariantConfig) -> bool:
+    """Whether the variant's attention runs the general path (laws.attention) rather than SDPA:
+    a score law or a normaliser SDPA does not have, or variant.path asks for it."""
+    if variant.path in ("explicit", "flex"):
+        return True
+    return variant.score_law != "none" or variant.normalizer != "softmax"
+
+
+def law_params(variant: VariantConfig) -> dict[str, float]:
+    """The general path's parameters of the variant (laws.attention's keywords)."""
+    names = (*SCORE_PARAMS, *NORMALIZER_PARAMS)
+    return {"score_law": variant.score_law, "normalizer": variant.normalizer,
+            **{name: getattr(variant, name) for name in names}}  # fmt: skip
 
 
 def length_term(
@@ -87,7 +142,13 @@ class Attention(nn.Module):
         self.wk = nn.Linear(dim, dim, bias=False)
         self.wv = nn.Linear(dim, dim, bias=False)
         self.wo = nn.Linear(dim, dim, bias=False)
-        if variant.scale != "none":
+        self.general = general(variant)
+        if variant.scale in ADAPTIVE:  # ASEntmax: its factor's two logits per head, from x
+            self.len_beta = nn.Linear(dim, n_heads, bias=True)
+            self.len_gamma = nn.Linear(dim, n_heads, bias=True)
+            nn.init.zeros_(self.len_beta.bias)
+            nn.init.zeros_(self.len_gamma.bias)
+        elif variant.scale != "none":
             s = torch.full((n_heads,), resolve_s_init(variant, train_len))
             if variant.learn_s:
                 self.s = nn.Parameter(s)
@@ -102,6 +163,39 @@ class Attention(nn.Module):
         if self.variant.bias:
             m = m + self.b.float()[:, None]
         return m
+
+    def scale_query(self, q: torch.Tensor, x: torch.Tensor, term: torch.Tensor | None):  # noqa: ANN201
+        """q [B, H, T, D] times the law's factor (in float32, back in v's dtype) for the layer
+        input x [B, T, dim]: s * term (+ b), or an ADAPTIVE law's factor of term and x."""
+        if term is None:
+            return q
+        if self.variant.scale in ADAPTIVE:
+            params = {name: getattr(self.variant, name) for name in ADAPTIVE_PARAMS}
+            m = ADAPTIVE[self.variant.scale](
+                term[None, :, None], self.len_beta(x), self.len_gamma(x), **params
+            )  # [B, T, H]
+            return (q.to(m.dtype) * m.transpose(1, 2)[..., None]).to(q.dtype)
+        return (q.float() * self.multiplier(term)[None, :, :, None]).to(q.dtype)
+
+    def general_attention(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: int
+    ) -> torch.Tensor:
+        """The general path: FlexAttention's score_mod under a compiled forward on CUDA (or
+        variant.path=flex), else laws.attention's explicit scores; the same law either way."""
+        params = law_params(self.variant)
+        flex = self.variant.path == "flex" or (
+            self.variant.path == "auto"
+            and q.is_cuda
+            and params["normalizer"] == "softmax"
+            and torch.compiler.is_compiling()
+        )
+        if flex:  # softmax only: FlexAttention's normaliser
+            from torch.nn.attention.flex_attention import flex_attention
+
+            score_params = {name: params[name] for name in SCORE_PARAMS}
+            mod = score_mod(params["score_law"], past, **score_params)
+            return flex_attention(q, k.to(q.dtype), v.to(q.dtype), score_mod=mod)
+        return explicit_attention(q, k, v, past=past, **params)
 
     def forward(
         self,
@@ -118,6 +212,14 @@ class Attention(nn.Module):
             for w in (self.wq, self.wk, self.wv)
         )
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if self.general or self.variant.scale in ADAPTIVE:
+            q = self.scale_query(q, x, term).to(v.dtype)
+            past = 0
+            if cache is not None:
+                past = cache.length
+                k, v = cache.update(layer, k, v)
+            y = self.general_attention(q, k, v, past)
+            return self.wo(y.transpose(1, 2).reshape(bsz, t, dim))
         if term is not None:
             q = (q.float() * self.multiplier(term)[None, :, :, None]).to(v.dtype)
         past = 0

@@ -12,10 +12,26 @@ the causal mask), N = train_len the training length:
     llama4       1 + beta log(1 + floor(n / (floor_scale N)))   Llama 4's attention temperature
     sqrt_log_n   sqrt(log n)                            a slower-growing law
 
+    yarn         (0.1 ln s + 1)^mscale_power, s = max(1, n / N)   YaRN's attention temperature
+    asentmax     log(n + 1)                             ASEntmax's length term (ADAPTIVE below)
+
 A law is a function (n, *, train_len, p_n, <PARAMS>) -> term, n and term float32; softmax
 ("none") has no term. A law's own parameter (like beta) is a field of the same name of the
 variant config (ssmax.model.VariantConfig) and `ssmax_<name>` in an exported config.json: list
 it in PARAMS.
+
+Beyond a factor on the query (issue 43), the general path (``attention``: explicit scores,
+transform, normaliser, weights @ V; the model's FlexAttention path calls ``score_mod``):
+
+    ADAPTIVE     laws whose factor reads the layer's input h_i: m_i = f(term_i, w_b h_i, w_g h_i)
+      asentmax   delta + softplus(w_b h_i + c_b) * log(n_i + 1)^(gamma_max tanh(w_g h_i + c_g))
+    SCORE_LAWS   a transform of each query-key score S_ij by the distance t = i - j >= 0
+      scale_invariant   a_t S + m_t, a_t = sqrt(2 log(1 + t / tau) + 1), m_t = -2 log(1 + t / tau)
+    NORMALIZERS  softmax, or alpha-entmax (``entmax``: bisection, closed-form gradient)
+    rope_frequencies    p-RoPE: only a fraction of the rotary frequencies turn
+
+Their parameters are variant fields too: SCORE_PARAMS, NORMALIZER_PARAMS, ADAPTIVE_PARAMS,
+ROPE_PARAMS (config.json's ssmax_<name>).
 """
 
 from __future__ import annotations
@@ -26,7 +42,7 @@ from collections.abc import Callable
 import torch
 
 # the laws' parameters besides s, b, N and p_n: variant fields, config.json's ssmax_<name>
-PARAMS = ("beta", "floor_scale")
+PARAMS = ("beta", "floor_scale", "mscale_power")
 
 
 def log_n(n: torch.Tensor, **_: object) -> torch.Tensor:
@@ -56,9 +72,23 @@ def sqrt_log_n(n: torch.Tensor, **_: object) -> torch.Tensor:
     return torch.sqrt(torch.log(n))
 
 
+def yarn(n: torch.Tensor, *, train_len: int, mscale_power: float, **_: object) -> torch.Tensor:
+    """YaRN (Peng et al. 2023, Sec. 3.4): softmax(q k / (t sqrt(d))) with sqrt(1/t) = 0.1 ln s + 1,
+    so 1/t = (0.1 ln s + 1)^2 (mscale_power 2); s = max(1, n / N), the context the query sees
+    over the training length (YaRN's dynamic scaling, Sec. 3.3): 1 up to N."""
+    s = (n / train_len).clamp(min=1.0)
+    return (0.1 * torch.log(s) + 1.0) ** mscale_power
+
+
+def log_n_plus_1(n: torch.Tensor, **_: object) -> torch.Tensor:
+    """ASEntmax's length term log(n + 1) (its code's log of position + 2), combined with the
+    layer's input by ADAPTIVE["asentmax"]."""
+    return torch.log(n + 1.0)
+
+
 LAWS: dict[str, Callable[..., torch.Tensor]] = {
     "log_n": log_n, "p_n": p_n, "qwen_log_n": qwen_log_n, "llama4": llama4,
-    "sqrt_log_n": sqrt_log_n,
+    "sqrt_log_n": sqrt_log_n, "yarn": yarn, "asentmax": log_n_plus_1,
 }  # fmt: skip
 
 
@@ -76,3 +106,201 @@ def length_term(
     if law not in LAWS:
         raise ValueError(f"law={law!r}; allowed: none, {', '.join(LAWS)}")
     return LAWS[law](n.float(), train_len=train_len, p_n=p_n, **params)
+
+
+# ---------------------------------------------------------------- factors that read the input
+def asentmax(
+    term: torch.Tensor,
+    beta_logit: torch.Tensor,
+    gamma_logit: torch.Tensor,
+    *,
+    delta: float,
+    gamma_max: float,
+) -> torch.Tensor:
+    """ASEntmax's query factor (Vasylenko et al. 2026; deep-spin/asentmax, "adapt-softplus-tanh"):
+    delta + softplus(beta_logit) * term^(gamma_max * tanh(gamma_logit)), term = log(n + 1) and
+    the logits w h_i + c per head from the layer's input; any shape that broadcasts; float32
+    at least (float64 logits stay float64)."""
+    dtype = torch.promote_types(beta_logit.dtype, torch.float32)
+    beta = torch.nn.functional.softplus(beta_logit.to(dtype))
+    gamma = gamma_max * torch.tanh(gamma_logit.to(dtype))
+    return delta + beta * term.to(dtype) ** gamma
+
+
+ADAPTIVE: dict[str, Callable[..., torch.Tensor]] = {"asentmax": asentmax}
+ADAPTIVE_PARAMS = ("delta", "gamma_max")
+
+
+# ---------------------------------------------------------------- transforms of each score
+def scale_invariant(score: torch.Tensor, t: torch.Tensor, *, tau: float) -> torch.Tensor:
+    """Scale-invariant attention (Anson, Wang, Aitchison 2025, Eq. 14, 16): L_t = a_t S_t + m_t,
+    a_t^2 = 2 [log(t / tau + 1) - log alpha + beta / alpha], m_t = -a_t^2 + beta / alpha, with
+    the paper's boundary a_0^2 = 1, m_0 = 0 (alpha = beta = e^0.5): a_t = sqrt(2 log(1 + t/tau)
+    + 1), m_t = -2 log(1 + t / tau). t >= 0: how many tokens back the key is (0: itself)."""
+    ell = torch.log1p(t / tau)
+    return torch.sqrt(2.0 * ell + 1.0) * score - 2.0 * ell
+
+
+SCORE_LAWS: dict[str, Callable[..., torch.Tensor]] = {"scale_invariant": scale_invariant}
+SCORE_PARAMS = ("tau",)
+
+
+# ---------------------------------------------------------------- normalisers
+ENTMAX_ITERS = 50  # bisection steps: the bracket (< 1 wide) shrinks below float64's resolution
+
+
+class _Entmax(torch.autograd.Function):
+    """alpha-entmax over the last dimension (Peters, Niculae, Martins 2019): p_i =
+    [(alpha - 1) z_i - tau]_+ ^ (1 / (alpha - 1)), tau found by bisection so that sum p = 1;
+    -inf (masked) entries get 0. Gradient in closed form: with g_i = p_i^(2 - alpha) on the
+    support, dz = g dp - g (g . dp) / sum g."""
+
+    @staticmethod
+    def forward(ctx, z: torch.Tensor, alpha: float) -> torch.Tensor:  # noqa: ANN001
+        x = z * (alpha - 1.0)
+        power = 1.0 / (alpha - 1.0)
+        top = x.max(dim=-1, keepdim=True).values
+        lo = top - 1.0  # sum p >= 1 here (the top entry alone gives 1)
+        hi = top - (1.0 / z.shape[-1]) ** (alpha - 1.0)  # sum p <= 1 here (each <= 1 / d)
+        for _ in range(ENTMAX_ITERS):
+            mid = (lo + hi) / 2
+            total = ((x - mid).clamp(min=0) ** power).sum(dim=-1, keepdim=True)
+            above = total >= 1
+            lo = torch.where(above, mid, lo)
+            hi = torch.where(above, hi, mid)
+        p = (x - (lo + hi) / 2).clamp(min=0) ** power
+        p = p / p.sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(p)
+        ctx.alpha = alpha
+        return p
+
+    @staticmethod
+    def backward(ctx, dp: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+        (p,) = ctx.saved_tensors
+        g = torch.where(p > 0, p ** (2.0 - ctx.alpha), torch.zeros_like(p))
+        gdp = g * dp
+        return gdp - g * gdp.sum(-1, keepdim=True) / g.sum(-1, keepdim=True), None
+
+
+def entmax(z: torch.Tensor, *, alpha: float, **_: object) -> torch.Tensor:
+    """alpha-entmax over the last dimension (alpha > 1; alpha -> 1 is softmax)."""
+    if not alpha > 1:
+        raise ValueError(f"alpha={alpha}; allowed: a number > 1")
+    return _Entmax.apply(z, float(alpha))
+
+
+def softmax(z: torch.Tensor, **_: object) -> torch.Tensor:
+    return torch.softmax(z, dim=-1)
+
+
+NORMALIZERS: dict[str, Callable[..., torch.Tensor]] = {"softmax": softmax, "entmax": entmax}
+NORMALIZER_PARAMS = ("alpha",)
+
+
+# ---------------------------------------------------------------- the general path
+def attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    past: int,
+    score_law: str = "none",
+    normalizer: str = "softmax",
+    keep: torch.Tensor | None = None,
+    **params: float,
+) -> torch.Tensor:
+    """Causal attention weights [..., T, past + T] of queries [..., T, D] at positions past ..
+    past + T - 1 over keys [..., past + T, D] at 0 .. past + T - 1: scores q k / sqrt(d) (at
+    least float32), the score law on each by its distance t = i - j, the future masked (-inf)
+    and where ``keep`` (bool, broadcast to the scores) is False (padding), then the normaliser.
+    q carries its factor m_i already."""
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    scores = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)).to(dtype)  # (bf16 under autocast)
+    scores = scores * (1.0 / math.sqrt(q.shape[-1]))
+    t_len, k_len = q.shape[-2], k.shape[-2]
+    t = (torch.arange(past, past + t_len, device=q.device)[:, None]
+         - torch.arange(k_len, device=q.device)[None, :])  # fmt: skip
+    if score_law != "none":  # t clamped: no NaN behind the mask, where a gradient would meet it
+        scores = SCORE_LAWS[score_law](
+            scores, t.clamp(min=0).to(dtype), **_only(params, SCORE_PARAMS)
+        )
+    drop = t < 0 if keep is None else (t < 0) | ~keep
+    scores = scores.masked_fill(drop, float("-inf"))
+    weights = NORMALIZERS[normalizer](scores, **_only(params, NORMALIZER_PARAMS))
+    if keep is not None:  # a padding query that keeps no key: weights 0, not NaN
+        weights = torch.where(drop.all(-1, keepdim=True), 0.0, weights)
+    return weights
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    past: int,
+    block: int = 1024,
+    **law: object,
+) -> torch.Tensor:
+    """The general path: attention_weights @ V, queries in blocks of ``block`` (the weights of
+    one block at a time), the result in v's dtype. q [..., T, D], k and v [..., past + T, D]."""
+    outs, keep = [], law.pop("keep", None)
+    for start in range(0, q.shape[-2], block):
+        rows = keep if keep is None or keep.shape[-2] == 1 else keep[..., start : start + block, :]
+        w = attention_weights(
+            q[..., start : start + block, :], k, past=past + start, keep=rows, **law
+        )
+        outs.append(w.to(v.dtype) @ v)
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+
+
+def score_mod(
+    score_law: str, past: int | torch.Tensor, **params: float
+) -> Callable[..., torch.Tensor]:
+    """The same score law and causal mask as a FlexAttention score_mod (query index q_idx is at
+    position past + q_idx)."""
+    law = SCORE_LAWS.get(score_law)
+    mine = _only(params, SCORE_PARAMS)
+
+    def mod(score, b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202
+        t = q_idx + past - kv_idx
+        if law is not None:
+            score = law(score, t.clamp(min=0).to(score.dtype), **mine)
+        return torch.where(t >= 0, score, float("-inf"))
+
+    return mod
+
+
+def _only(params: dict[str, object], names: tuple[str, ...]) -> dict[str, object]:
+    return {k: v for k, v in params.items() if k in names}
+
+
+# ---------------------------------------------------------------- p-RoPE
+ROPE_PARAMS = ("rope_fraction", "rope_base")
+
+
+def rope_frequencies(
+    head_dim: int,
+    theta: float,
+    *,
+    rope_fraction: float = 1.0,
+    rope_base: float | None = None,
+    theta_scale: float = 1.0,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The angular frequency of each rotary pair j < head_dim / 2 (pairs (j, j + d/2)), float64.
+
+    rope_fraction 1 and rope_base None: RoPE's theta^(-2j/d). Else p-RoPE (Barbero et al. 2024):
+    only the first K = round(fraction * d / 2) (the highest) turn, the rest are 0 (not rotated);
+    their spacing theta^(-2j/d) (rope_base None), or, as modded-nanogpt writes the effective base
+    that scale-invariant attention used (1024), (rope_base * theta_scale)^(-j / (K - 1)), j < K.
+    theta_scale: the factor theta was scaled by (the evals' x50), applied to the base as well."""
+    half = head_dim // 2
+    j = torch.arange(half, dtype=torch.float64, device=device)
+    if rope_base is None:
+        freq = theta ** (-2 * j / head_dim)
+    else:
+        kept = max(round(rope_fraction * half), 1)
+        freq = (rope_base * theta_scale) ** (-j / max(kept - 1, 1))
+    if rope_fraction < 1:
+        kept = max(round(rope_fraction * half), 1)
+        freq = torch.where(j < kept, freq, torch.zeros_like(freq))
+    return freq

@@ -9,14 +9,18 @@ import torch
 
 
 def rope_angles(
-    positions: torch.Tensor, head_dim: int, theta: float
+    positions: torch.Tensor, head_dim: int, theta: float, freqs: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of shape [T, head_dim] for integer positions, in float32.
+    """cos and sin of shape [T, head_dim] for integer positions, in float32; freqs: the pairs'
+    angular frequencies (float64, p-RoPE's: laws.rope_frequencies) in place of theta^(-2j/d).
 
     Built on the positions' device: a host tensor copied in would make every eager forward
     wait for the device (a blocking copy), one decoding step at a time."""
-    steps = torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device)
-    inv_freq = theta ** (-steps / head_dim)
+    if freqs is None:
+        steps = torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device)
+        inv_freq = theta ** (-steps / head_dim)
+    else:
+        inv_freq = freqs.to(torch.float64)
     angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().float(), angles.sin().float()

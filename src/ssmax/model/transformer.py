@@ -10,6 +10,7 @@ from torch import nn
 
 from ssmax.model.attention import Attention, VariantConfig, length_term
 from ssmax.model.cache import KVCache
+from ssmax.model.laws import rope_frequencies
 from ssmax.model.rope import rope_angles
 
 
@@ -104,12 +105,25 @@ class Transformer(nn.Module):
             dtype=dtype or weight.dtype,
         )
 
+    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin at these positions: RoPE at the model's theta, or the variant's p-RoPE
+        (laws.rope_frequencies; its base scaled as theta is, by rope_theta / the trained one)."""
+        v = self.variant
+        if v.rope_fraction == 1 and v.rope_base is None:
+            return rope_angles(positions, self.head_dim, self.rope_theta)
+        freqs = rope_frequencies(
+            self.head_dim, self.rope_theta, rope_fraction=v.rope_fraction,
+            rope_base=v.rope_base, theta_scale=self.rope_theta / float(self.cfg.rope_theta),
+            device=positions.device,
+        )  # fmt: skip
+        return rope_angles(positions, self.head_dim, self.rope_theta, freqs=freqs)
+
     def hidden(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Final normalised hidden states [B, T, dim]; with a cache, input_ids continue it."""
         t = input_ids.shape[1]
         past = cache.length if cache is not None else 0
         positions = torch.arange(past, past + t, device=input_ids.device)
-        cos, sin = rope_angles(positions, self.head_dim, self.rope_theta)
+        cos, sin = self.rope(positions)
         n = positions + 1  # keys seen by each query under the causal mask
         term = length_term(self.variant, n, getattr(self, "p_n", None), self.train_len)
         x = self.tok_emb(input_ids)
