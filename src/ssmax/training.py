@@ -189,7 +189,8 @@ def train(
         fit_metrics = {}
         if total > 0:
             trainer.fit(lit, datamodule=datamodule, ckpt_path=resume_from(last, rank0))
-            fit_metrics = dict(trainer.callback_metrics)  # validate() below replaces them
+            # validate() below replaces them; resumed at the final step, fit took none
+            fit_metrics = lit.resumed_metrics | dict(trainer.callback_metrics)
         # The final model's validation loss, for every run ((e) has no training at all).
         trainer.validate(lit, datamodule=datamodule, verbose=False)
     except SIGTERMException:  # Lightning's: a SystemExit without a status, i.e. exit 0

@@ -76,6 +76,7 @@ class LitLM(L.LightningModule):
         self.train_loss = maybe_compile(self.loss, compile)
         self.total_steps, self.warmup_steps = total_steps, warmup_steps
         self.tokens_seen = 0
+        self.resumed_metrics: dict[str, float] = {}  # the checkpoint's last step's, on resume
         self.batches_seen = 0  # micro-batches, to put the data order back on resume
         self._tick: tuple[float, int] | None = None  # (time, tokens_seen) at the last log
         self._losses: list[torch.Tensor] = []  # micro-batch losses of the current step
@@ -183,11 +184,15 @@ class LitLM(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["tokens_seen"] = self.tokens_seen
         checkpoint["batches_seen"] = self.batches_seen
+        # the step's loss: a run resumed at its final step takes no step and would lack it
+        loss = self.trainer.callback_metrics.get("train/loss")
+        checkpoint["train_metrics"] = {} if loss is None else {"train/loss": float(loss)}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Runs before the dataloaders are built: the datamodule skips what was trained on."""
         self.tokens_seen = checkpoint.get("tokens_seen", 0)
         self.batches_seen = checkpoint.get("batches_seen", 0)
+        self.resumed_metrics = checkpoint.get("train_metrics", {})
         datamodule = getattr(self._trainer, "datamodule", None)
         if hasattr(datamodule, "resume_at"):
             datamodule.resume_at(self.batches_seen)
