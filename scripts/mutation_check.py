@@ -244,7 +244,7 @@ FINGERPRINT = (
     Bug("no-result-covers-weights", "pipeline/code.py",
         '"stages/costing.py")', '"stages/costing.py", "weights.py")'),
     Bug("no-result-covers-all-of-tracking", "pipeline/code.py",
-        '"tracking/server.py", "tracking/spool.py",', '"tracking", "tracking/spool.py",'),
+        '"tracking/spool.py", "tracking/sync.py",', '"tracking", "tracking/sync.py",'),
     # more of the key
     Bug("fingerprint-drops-inputs", "pipeline/fingerprint.py",
         '"inputs": input_fingerprints,', '"inputs": [],'),

@@ -81,19 +81,19 @@ class VariantConfig:
     floor_scale: float = field(default=1.0, metadata={"gt": 0})  # llama4 only: n's step, in N
     # yarn only: logits x (0.1 ln s + 1)^mscale_power; YaRN's sqrt(1/t) = 0.1 ln s + 1 scales q
     # and k alike, so its logits get the square (2); 1 scales the logits by 0.1 ln s + 1 itself
-    mscale_power: float = field(default=2.0, metadata={"gt": 0})
+    mscale_power: float = field(default=2.0, metadata={"gt": 0})  # yarn: the power above
     # asentmax only (laws.ADAPTIVE): m = delta + softplus(w h + c) * log(n+1)^(gamma_max tanh(..))
     delta: float = 1.0  # ASEntmax's attn_scale_delta (its code's default)
     gamma_max: float = field(default=2.0, metadata={"gt": 0})  # its attn_scale_gamma_range
     # the general path's laws (laws.SCORE_LAWS, laws.NORMALIZERS)
-    score_law: str = field(default="none", metadata={"choices": ("none", *SCORE_LAWS)})
+    score_law: str = field(default="none", metadata={"choices": ("none", *SCORE_LAWS)})  # by t
     tau: float = field(default=10.0, metadata={"gt": 0})  # scale_invariant: the lengthscale
-    normalizer: str = field(default="softmax", metadata={"choices": tuple(NORMALIZERS)})
+    normalizer: str = field(default="softmax", metadata={"choices": tuple(NORMALIZERS)})  # p(z)
     alpha: float = field(default=1.5, metadata={"gt": 1})  # entmax only: alpha-entmax's alpha
     # p-RoPE (laws.rope_frequencies): the fraction of rotary pairs that turn; null base: the
     # model's theta spacing, else (base x the evals' theta factor)^(-j / (K - 1))
-    rope_fraction: float = field(default=1.0, metadata={"gt": 0, "le": 1})
-    rope_base: float | None = field(default=None, metadata={"gt": 0})
+    rope_fraction: float = field(default=1.0, metadata={"gt": 0, "le": 1})  # pairs that turn
+    rope_base: float | None = field(default=None, metadata={"gt": 0})  # null: theta spacing
     path: str = field(default="auto", metadata={"choices": PATHS})  # auto: SDPA where it can
 
 
