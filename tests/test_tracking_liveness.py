@@ -17,9 +17,11 @@ from ssmax.tracking.liveness import (
     CLOSED,
     HOST,
     PID,
+    SLURM_JOB,
     STARTED,
     folder_tag,
     gone,
+    hand_to_job,
     pid_start,
     process_tags,
 )
@@ -66,6 +68,27 @@ def test_close_dead_closes_only_the_folder_s_runs_of_gone_processes(tmp_path: Pa
     assert [status[r].status for r in (alive, remote, elsewhere, untagged)] == ["RUNNING"] * 4
     assert close_dead(uri, tmp_path) is None  # nothing left to close
     assert close_dead(default_store(tmp_path / "none"), tmp_path / "none") is None  # no store
+
+
+def test_a_run_handed_to_a_slurm_job_is_that_job_s(tmp_path: Path) -> None:
+    """A pipeline run on SLURM is ended by its closing job, not by the process that submitted
+    it and exited: that process's death does not close it (here no squeue can vouch for the
+    job, so it stays open; a cluster's squeue decides it)."""
+    uri = default_store(tmp_path)
+    client = Client(uri)
+    exp = client.create_experiment("runs")
+    run = client.create_run(exp, run_name="pipeline-slurm", tags=dead_process_tags()
+                            | folder_tag(tmp_path) | {"kind": "pipeline"})  # fmt: skip
+    hand_to_job(client, run.info.run_id, "4242")
+    tags = client.get_run(run.info.run_id).data.tags
+    assert tags[SLURM_JOB] == "4242" and PID not in tags and STARTED not in tags
+    env_path = os.environ.get("PATH", "")
+    os.environ["PATH"] = ""  # no squeue here, whatever this machine has
+    try:
+        assert close_dead(uri, tmp_path) is None
+    finally:
+        os.environ["PATH"] = env_path
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
 
 
 def pipeline(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -14,7 +14,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.io import atomic_path
 from ssmax.locks import exclusive
-from ssmax.tracking.liveness import close_dead_runs, closed_line, folder_tag, process_tags
+from ssmax.tracking.liveness import (
+    close_dead_runs,
+    closed_line,
+    folder_tag,
+    hand_to_job,
+    process_tags,
+)
 
 # Volatile values: they change between a run and its resume, and MLflow refuses a changed
 # param on an existing run. They go to tags or the YAML artifact instead.
@@ -275,3 +281,8 @@ def close_dead(uri: str, output_dir: str | Path) -> str | None:
     from ssmax.tracking.client import Client
 
     return closed_line(close_dead_runs(Client(uri), output_dir))
+
+
+def hand_run_to_job(cfg: DictConfig, run_id: str, job: str) -> None:
+    """cfg's run run_id is ended by SLURM job `job` now (ssmax.tracking.liveness.hand_to_job)."""
+    hand_to_job(_client(cfg), run_id, job)

@@ -63,6 +63,16 @@ def folder_tag(output_dir: str | Path) -> dict[str, str]:
     return {FOLDER: f"{socket.gethostname()}:{Path(output_dir).resolve()}"}
 
 
+def hand_to_job(client: Any, run_id: str, job: str) -> None:
+    """The run is ended by SLURM job `job` from now on (a pipeline's closing job), not by the
+    process that started it, which exits after submitting: its liveness is that job's."""
+    client.set_tag(run_id, SLURM_JOB, job)
+    tags = client.get_run(run_id).data.tags
+    for key in (PID, STARTED):
+        if key in tags:
+            client.delete_tag(run_id, key)
+
+
 def slurm_job_ended(job: str) -> bool | None:
     """Whether SLURM says the job is over (squeue no longer lists it as pending or running);
     None where squeue is not here or does not answer."""

@@ -24,6 +24,7 @@ from ssmax.pipeline.slurm.queue import (
     query_states,
     read_book,
 )  # fmt: skip
+from ssmax.tracking import hand_run_to_job
 
 Log = Callable[[str], None]
 
@@ -117,6 +118,7 @@ def submit(
             close_run, OmegaConf.to_yaml(cfg), sub.parent_run_id, jobs, sorted(sub.submitted)
         )
         sub.closer = str(closing.job_id)
+        hand_run_to_job(cfg, sub.parent_run_id, sub.closer)  # never closed as its submitter's
         book["runs"][sub.parent_run_id] = {"closer_job": sub.closer,
                                            "submitted": datetime.now().isoformat()}  # fmt: skip
     return sub
