@@ -12,7 +12,7 @@ import pytest
 from ssmax.report.claims import claims
 from ssmax.report.gather import Results, Settings
 from ssmax.report.multiplicity import judge
-from ssmax.report.render import _claim_rows, board_rows, markdown
+from ssmax.report.render import RIVALS_NOTE, _claim_rows, board_rows, markdown, to_html
 from ssmax.report.rivals import board_json, leaderboard, rival_claims
 
 VARIANTS = {"a": "a_softmax", "b": "b_ssmax", "k": "k_scale_invariant", "l": "l_asentmax",
@@ -149,3 +149,15 @@ def test_benjamini_hochberg_over_the_leaderboard_changes_a_verdict() -> None:
     assert k.verdict == "inconclusive" and k.adj_t < 0.05
     cell = board_rows([r for r in rows if (r.law, r.measure) == ("k", "niah")])[0][3]
     assert "not separated, decided by" in cell and "t and permutation disagree" in cell
+
+
+def test_the_report_shows_both_where_a_rival_law_ran() -> None:
+    res = world("holds")
+    checked = claims(res) + rival_claims(res, RIVAL_RUN)
+    settings = Settings("test", list(range(9)), 128, variants=RIVAL_RUN)
+    board = leaderboard(res, RIVAL_RUN)
+    md = markdown(settings, (["variant"], []), checked, [], board=board)
+    page = to_html(settings, (["variant"], []), checked, [], board=board)
+    assert "## Leaderboard" in md and "<h2>Leaderboard</h2>" in page
+    assert RIVALS_NOTE in md and "Family: leaderboard (Benjamini-Hochberg, m = 30" in md
+    assert md.count("| Claim of ") == 5 and md.count("| (k) | ") == 5
