@@ -16,6 +16,7 @@ from ssmax.report.figures import make_figures
 from ssmax.report.gather import Design, Results, Settings, Table
 from ssmax.report.metrics import PN_R2
 from ssmax.report.render import markdown, to_html
+from ssmax.report.rivals import board_json, leaderboard, rival_claims
 from ssmax.report.table import gather, rows
 from ssmax.variants import learns_p_n, with_starts
 
@@ -131,14 +132,16 @@ def add_pn_fits(table: Table, results: Results) -> None:
 def build_report(
     inputs: dict[str, dict[str, Any]], settings: Settings, folder: Path
 ) -> dict[str, Any]:
-    """Write report.md, report.html, results.json, claims.json, against_published.json and
-    figN.png/.csv in folder."""
+    """Write report.md, report.html, results.json, claims.json, against_published.json,
+    leaderboard.json (a run with a rival law) and figN.png/.csv in folder."""
     folder.mkdir(parents=True, exist_ok=True)
     results = Results.from_inputs(inputs, settings)
     table = gather(inputs)
     figures = make_figures(results, folder)
     add_pn_fits(table, results)
     checked, untested = in_scope(claims(results), settings.variants)
+    checked += rival_claims(results, settings.variants)  # none without a rival law
+    board = leaderboard(results, settings.variants)
     md, page = folder / "report.md", folder / "report.html"
     models = model_rows(inputs)
     design = design_rows(results, settings.design, settings.variants) if settings.design else []
@@ -148,13 +151,15 @@ def build_report(
     placed = against(table, settings.preset)  # this run's seeds against the published ones
     shown = (placed.line, placed.table())
     md.write_text(markdown(settings, rows(table), checked, figures, untested, models, design,
-                           shown))  # fmt: skip
+                           shown, board))  # fmt: skip
     page.write_text(to_html(settings, rows(table), checked, figures, untested, models, design,
-                            shown))  # fmt: skip
+                            shown, board))  # fmt: skip
     # variant -> metric -> seed -> value (seeds as JSON keys: text)
     (folder / "results.json").write_text(json.dumps(table, indent=2))
     claim_dicts = [dataclasses.asdict(c) for c in checked]  # adjusted p-values, flips, ...
     (folder / "claims.json").write_text(json.dumps(claim_dicts, indent=2))
+    if board[0]:  # law -> measure -> its values and its differences to (a) and (b)
+        (folder / "leaderboard.json").write_text(json.dumps(board_json(*board), indent=2))
     (folder / "against_published.json").write_text(json.dumps(placed.as_dict(), indent=2))
     return {
         "report_md": str(md),

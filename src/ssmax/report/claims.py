@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ssmax.report.gather import Results
@@ -213,15 +213,21 @@ def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) 
     return Claim(key, text, value, verdict, checks, letters, uncorrected=verdict)
 
 
-def apply_rule(checked: list[Claim]) -> list[Claim]:
+def paper_family(c: Claim) -> str:
+    return "primary" if c.key in PRIMARY else "secondary"
+
+
+def apply_rule(checked: list[Claim], family: Callable[[Claim], str] = paper_family) -> list[Claim]:
     """The rule of the module docstring across every claim: each ordering tested in its
-    claim's family (PRIMARY or not), corrected there, with leave-one-out; then each claim's
-    verdict from its orderings'. Returns the same claims."""
-    families: dict[str, dict[str, dict[int, float]]] = {"primary": {}, "secondary": {}}
+    claim's family (the paper's: PRIMARY or not; a multiplicity.CORRECTIONS name), corrected
+    there, with leave-one-out; then each claim's verdict from its orderings'. Returns the same
+    claims."""
+    families: dict[str, dict[str, dict[int, float]]] = {}
     for c in checked:
-        c.family = "primary" if c.key in PRIMARY else "secondary"
+        c.family = family(c)
+        orderings = families.setdefault(c.family, {})
         for k in c.checks:  # the same ordering in two claims of a family: one hypothesis
-            families[c.family][k.ordering] = k.differences
+            orderings[k.ordering] = k.differences
     tested = rule(families)
     for c in checked:
         c.m = len(tested[c.family])

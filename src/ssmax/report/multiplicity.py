@@ -17,7 +17,10 @@ Families = dict[str, dict[str, Differences]]  # family -> ordering label -> diff
 CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
     "primary": holm,  # family-wise error
     "secondary": benjamini_hochberg,  # false discovery rate
+    "rivals": holm,  # the rival laws' papers' headline claims (docs/rival-laws.md)
+    "leaderboard": benjamini_hochberg,  # every law against (a) and (b) (report.rivals)
 }
+CORRECTION_NAMES = {holm: "Holm", benjamini_hochberg: "Benjamini-Hochberg"}
 DISAGREE = "t and permutation disagree"
 
 

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from ssmax.report.claims import Checked, Claim
 from ssmax.report.design import DESIGN_COLUMNS, overlap_line
 from ssmax.report.gather import Settings
+from ssmax.report.multiplicity import CORRECTION_NAMES, CORRECTIONS
 from ssmax.report.plotting import FigureFile
+from ssmax.report.rivals import Row
 from ssmax.report.system import COLUMNS as SYSTEM_COLUMNS
 from ssmax.variants import facts
 
@@ -137,7 +139,7 @@ def family_text(c: Claim) -> str:
     """'primary (Holm, m = 13; permutation floor 10 seeds)'."""
     if not c.family:
         return "-"
-    how = "Holm" if c.family == "primary" else "Benjamini-Hochberg"
+    how = CORRECTION_NAMES[CORRECTIONS[c.family]]
     return f"{c.family} ({how}, m = {c.m}; permutation floor {c.floor} seeds)"
 
 
@@ -147,6 +149,55 @@ def _claim_rows(claims: list[Claim]) -> list[list[str]]:
              c.uncorrected or "-", f"{seeds_text(c.seeds_needed)} (permutation: {c.floor})",
              rerun_text(c)]
             for c in claims]  # fmt: skip
+
+
+RIVALS_NOTE = (
+    "Rows of the family rivals are claims of the rival laws' papers, not of the SSMax paper "
+    "(docs/rival-laws.md wrote them down before any verdict seed of those laws ran): their own "
+    "family, corrected by Holm, judged by the same rule."
+)
+BOARD_NOTE = (
+    "Every law this run holds besides (a) and (b), on each headline measure: its mean and 95% "
+    "t-interval over seeds, and its paired difference to (a) and to (b) (mean [95% t-interval] "
+    "(seeds)), oriented so that positive is the law's better side (lower loss, higher NIAH "
+    "accuracy and needle score). Each difference is an ordering of the family leaderboard, "
+    "corrected by Benjamini-Hochberg and decided by the claims' rule: better or worse where "
+    "both corrected p are below 0.05, else not separated, with the seeds that would decide it "
+    "(t: power 0.8 at 0.05 / m)."
+)
+BOARD_COLUMNS = ["law", "measure", "mean [95% t-interval] (seeds)",
+                 "against (a): difference; corrected p t, permutation; verdict",
+                 "against (b): difference; corrected p t, permutation; verdict"]  # fmt: skip
+BOARD_VERDICTS = {"holds": "BETTER", "contradicted": "WORSE", "n/a": "n/a"}
+
+
+def board_cell(k: Checked) -> str:
+    """A law's difference to (a) or (b) in the leaderboard, decided or the seeds it takes."""
+    parts = [k.difference]
+    if not math.isnan(k.p_t):  # tested (2 or more seeds)
+        parts.append(f"p {_p(k.adj_t)}, {_p(k.adj_perm)}")
+    verdict = BOARD_VERDICTS.get(k.verdict)
+    if verdict is None:
+        n = seeds_text(k.seeds_needed)
+        verdict = "not separated, " + (
+            "no count of seeds decides an effect this small"
+            if n == "none"
+            else f"decided by {n} seeds"
+        )
+        verdict += f" ({k.note})" if k.note else ""
+    parts.append(verdict)
+    if k.flips:
+        parts.append(f"flips without seed {', '.join(map(str, k.flips))}")
+    return "; ".join(parts)
+
+
+def board_rows(rows: Sequence[Row]) -> list[list[str]]:
+    return [[f"({r.law})", r.measure, r.own, board_cell(r.against["a"]),
+             board_cell(r.against["b"])] for r in rows]  # fmt: skip
+
+
+def board_line(board: Claim | None) -> str:
+    return f"Family: {family_text(board)}." if board else ""
 
 
 DESIGN_NOTE = (
@@ -179,6 +230,7 @@ def markdown(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
     figures: list[FigureFile], untested: Sequence[Claim] = (), models: Sequence[list[str]] = (),
     design: Sequence[list[str]] = (), against: tuple[str, list[list[str]]] = ("", []),
+    board: tuple[Sequence[Row], Claim | None] = ((), None),
 ) -> str:  # fmt: skip
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
     lines += _md_table(["setting", "value"], _settings_rows(settings))
@@ -191,6 +243,10 @@ def markdown(
     lines += [overlap, ""] if overlap else []
     lines += _md_table(CLAIM_COLUMNS, _claim_rows(claims))
     lines += ["", untested_line(untested, settings.variants)] if untested else []
+    lines += ["", RIVALS_NOTE] if any(c.family == "rivals" for c in claims) else []
+    if board[0]:
+        lines += ["", "## Leaderboard", "", BOARD_NOTE, "", board_line(board[1]), ""]
+        lines += _md_table(BOARD_COLUMNS, board_rows(board[0]))
     if against[0]:
         lines += ["", "## Against the published run", "", AGAINST_NOTE, "", against[0]]
         lines += ["", *_md_table(AGAINST_COLUMNS, against[1])] if against[1] else []
@@ -228,6 +284,7 @@ def to_html(
     settings: Settings, table: tuple[list[str], list[list[str]]], claims: list[Claim],
     figures: list[FigureFile], untested: Sequence[Claim] = (), models: Sequence[list[str]] = (),
     design: Sequence[list[str]] = (), against: tuple[str, list[list[str]]] = ("", []),
+    board: tuple[Sequence[Row], Claim | None] = ((), None),
 ) -> str:  # fmt: skip
     """One file, nothing external: CSS inline, PNGs as data: URIs."""
     title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
@@ -244,6 +301,10 @@ def to_html(
         f"<p>{html.escape(overlap)}</p>" if overlap else "",
         _html_table(CLAIM_COLUMNS, _claim_rows(claims)),
         f"<p>{html.escape(untested_line(untested, settings.variants))}</p>" if untested else "",
+        f"<p>{html.escape(RIVALS_NOTE)}</p>" if any(c.family == "rivals" for c in claims) else "",
+        *(["<h2>Leaderboard</h2>", f"<p>{html.escape(BOARD_NOTE)}</p>",
+           f"<p>{html.escape(board_line(board[1]))}</p>",
+           _html_table(BOARD_COLUMNS, board_rows(board[0]))] if board[0] else []),
         *(["<h2>Against the published run</h2>", f"<p>{html.escape(AGAINST_NOTE)}</p>",
            f"<p>{html.escape(against[0])}</p>",
            _html_table(AGAINST_COLUMNS, against[1]) if against[1] else ""]

@@ -1,0 +1,142 @@
+"""The rival laws of issue 43 in the report: their papers' claims and the leaderboard.
+
+Both only where the run holds a rival law (a letter of RIVALS' orderings other than (a) and
+(b)); a run without one (the paper pipeline) gets neither, and the paper's families are
+untouched: these are families of their own, judged by the rule of report.claims.
+
+- RIVALS, the claims docs/rival-laws.md wrote down before any verdict seed of these laws ran
+  ("Claims written before any seed of theirs ran"), each its paper's headline claim: the
+  family "rivals", corrected by Holm. "At least as good" is tested as the ordering "better"
+  (holds when the law is decidedly better, contradicted when decidedly worse); its text says
+  that an inconclusive verdict does not contradict it.
+- The leaderboard: every law present other than (a) and (b), its mean and 95% t-interval on
+  each headline measure (NIAH past 1x, top needle score, loss at each evaluated multiple past
+  the training length: 5x, 10x, 20x in the tiny preset, as the paper's loss claims), and its
+  paired difference to (a) and to (b), oriented so that positive is the law's better side
+  (lower loss, higher NIAH and needle score): the family "leaderboard", corrected by
+  Benjamini-Hochberg; better / worse where the rule decides, else the seeds it would take.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from ssmax.report.claims import Checked, Claim, Ordering, apply_rule, check, long_multiples
+from ssmax.report.gather import Results
+from ssmax.report.metrics import values_of
+from ssmax.report.stats import Interval
+from ssmax.variants import by_letter, facts
+
+NIAH, TOP = "niah", "needle_top"
+BASES = ("a", "b")  # what every law is compared with
+NOT_CONTRADICTED = "; an inconclusive verdict does not contradict it (at least as good)"
+
+
+def _lower_loss(long: Sequence[str], low: str, high: str) -> list[Ordering]:
+    return [Ordering(m, low, high) for m in long]
+
+
+def rival_specs(long: Sequence[str]) -> list[tuple[str, str, list[Ordering]]]:
+    """(key, text, orderings) of docs/rival-laws.md's five claims, as written there."""
+    return [
+        ("rival_k_loss", "Claim of Anson et al. (NeurIPS 2025), Table 1: scale-invariant "
+         "p-RoPE (k) has a lower loss than LogN/SSMax (b) past the training length (theta x50)",
+         _lower_loss(long, "k", "b")),
+        ("rival_k_niah", "Claim of Anson et al. (NeurIPS 2025), Table 2: the retrieval of (k) "
+         "past the training length is at least as good as LogN's (b)" + NOT_CONTRADICTED,
+         [Ordering(NIAH, "b", "k")]),
+        ("rival_l_loss", "Claim of Vasylenko et al. (ICLR 2026): ASEntmax (l) has a lower "
+         "loss than scalable softmax (b) at longer contexts", _lower_loss(long, "l", "b")),
+        ("rival_l_niah", "Claim of Vasylenko et al. (ICLR 2026): ASEntmax (l) retrieves better "
+         "than scalable softmax (b) past the training length", [Ordering(NIAH, "b", "l")]),
+        ("rival_m_loss", "Claim of Peng et al. (2023), Sec. 3.4: YaRN's temperature (m) lowers "
+         "the loss of the unscaled model (a) at extended context (no claim against SSMax)",
+         _lower_loss(long, "m", "a")),
+    ]  # fmt: skip
+
+
+def _long(results: Results) -> list[str]:
+    return [f"loss@{k}" for k in long_multiples(results)] or ["loss@past N"]
+
+
+def rival_letters() -> set[str]:
+    """The rival laws: the letters the claims of RIVALS name besides (a) and (b)."""
+    specs = rival_specs(["loss@past N"])
+    return {x for _, _, os in specs for o in os for x in (o.low, o.high)} - set(BASES)
+
+
+def present(results: Results, variants: Sequence[str]) -> set[str]:
+    """The letters of the run's variants that go through the evals (none given: those with
+    eval outputs in the results)."""
+    if not variants:
+        variants = {v for s in ("eval_loss", "eval_niah") for v in results.variants(s)}
+    return {facts(v).letter for v in variants if facts(v).evals}
+
+
+def rival_claims(results: Results, variants: Sequence[str] = ()) -> list[Claim]:
+    """The rivals' claims whose variants the run holds, judged as the family "rivals"
+    (Holm); [] where the run holds no rival law."""
+    letters = present(results, variants)
+    if not letters & rival_letters():
+        return []
+    checked = [check(results, key, text, orderings)
+               for key, text, orderings in rival_specs(_long(results))
+               if {x for o in orderings for x in (o.low, o.high)} <= letters]  # fmt: skip
+    return apply_rule(checked, family=lambda c: "rivals")
+
+
+@dataclass
+class Row:
+    """One law on one measure: its own values and its differences to (a) and (b)."""
+
+    law: str  # letter
+    measure: str  # a values_of metric
+    own: str  # mean [95% t-interval] (n)
+    against: dict[str, Checked] = field(default_factory=dict)  # base letter -> its ordering
+
+
+def _better(measure: str, law: str, base: str) -> Ordering:
+    """The ordering "law better than base": positive d is the law's better side."""
+    return Ordering(measure, law, base) if measure.startswith("loss@") else Ordering(
+        measure, base, law)  # fmt: skip
+
+
+def _own(i: Interval) -> str:
+    """A law's own mean [95% t-interval] (seeds), unsigned (its value, not a difference)."""
+    if i.n < 2:
+        return "-" if i.n == 0 else f"{i.mean:.4g} (1 seed)"
+    return f"{i.mean:.4g} [{i.lo:.4g}, {i.hi:.4g}] (n={i.n})"
+
+
+def leaderboard(results: Results, variants: Sequence[str] = ()) -> tuple[list[Row], Claim | None]:
+    """(rows, the family's claim-like record: m and the permutation floor), ([], None) where
+    the run holds no rival law."""
+    letters = present(results, variants)
+    if not letters & rival_letters():
+        return [], None
+    laws = sorted(letters - set(BASES))
+    measures = [NIAH, TOP, *_long(results)]
+    orderings = [_better(m, law, base) for law in laws for m in measures for base in BASES]
+    board = check(results, "leaderboard", "every law against (a) and (b)", orderings)
+    apply_rule([board], family=lambda c: "leaderboard")
+    checks = iter(board.checks)
+    rows = []
+    for law in laws:
+        for m in measures:
+            own = Interval.of(list(values_of(results, m, by_letter().get(law, law)).values()))
+            rows.append(Row(law, m, _own(own), {base: next(checks) for base in BASES}))
+    return rows, board
+
+
+def board_json(rows: Sequence[Row], board: Claim | None) -> dict:
+    """leaderboard.json: the family (m, permutation floor) and, per law and measure, its
+    interval and each difference's checked ordering (as claims.json holds them)."""
+    out: dict = {"family": "leaderboard", "m": board.m if board else 0,
+                 "floor": board.floor if board else 0, "laws": {}}  # fmt: skip
+    for r in rows:
+        out["laws"].setdefault(r.law, {})[r.measure] = {
+            "own": r.own,
+            **{f"against_{b}": asdict(k) for b, k in r.against.items()},
+        }
+    return out
