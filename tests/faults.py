@@ -33,3 +33,20 @@ class KillAt(L.Callback):
             import signal
 
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class HoldAt(L.Callback):
+    """At the start of step `step`, write `marker` and wait there until the process is killed
+    from outside (a job cancelled on the cluster): the kill lands mid-training, however fast."""
+
+    def __init__(self, step: int, marker: str) -> None:
+        self.step, self.marker = step, marker
+
+    def on_train_batch_start(self, trainer: L.Trainer, *_: object) -> None:
+        if trainer.global_step == self.step:
+            import time
+            from pathlib import Path
+
+            Path(self.marker).write_text("holding")
+            while True:
+                time.sleep(3600)

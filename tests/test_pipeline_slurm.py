@@ -240,7 +240,7 @@ def test_failed_node_blocks_its_dependants(
 
 
 def test_a_job_killed_on_the_cluster_leaves_no_run_running(
-    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys, monkeypatch
 ) -> None:
     """A node's job killed on the cluster (scancel --signal=KILL: its processes die at once,
     nothing ends its MLflow run) while the pipeline runs there; the next run closes that run in
@@ -249,27 +249,29 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     from ssmax.tracking.liveness import SLURM_JOB
 
     out = tmp_path_factory.mktemp("slurm-killed")
+    marker = out / "holding"  # its pretraining waits at step 3 until the job is killed
+    hold = f"trainer.callbacks=[{{_target_:tests.faults.HoldAt,step:3,marker:'{marker}'}}]"
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # tests.faults
     overrides = smoke(out, out / "cache", B_ONLY)
-    assert main(["run", *overrides]) == 0  # submitted; the client returns
+    assert main(["run", *overrides, hold]) == 0  # submitted; the client returns
     cfg, _ = plan(overrides)
     target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()
                   if n["node"] == "pretrain/b_ssmax/seed0")  # fmt: skip
     client = Client(tracking_uri(cfg))
-    query = f"attributes.status = 'RUNNING' and tags.`{SLURM_JOB}` = '{target}'"
     deadline = time.monotonic() + 600  # a condition polled, however fast the machine
-
-    def runs_of_job() -> list:
-        found = client.get_experiment_by_name(cfg.tracking.experiment)
-        return client.search_runs([found.experiment_id], query) if found else []
-
-    while not (killed := runs_of_job()):  # its training run exists: the job is training
-        assert time.monotonic() < deadline, f"job {target} never started its run"
+    while not marker.exists():
+        assert time.monotonic() < deadline, f"job {target} never reached step 3"
         time.sleep(0.5)
+    (killed,) = client.search_runs(
+        [client.get_experiment_by_name(cfg.tracking.experiment).experiment_id],
+        f"attributes.status = 'RUNNING' and tags.`{SLURM_JOB}` = '{target}'",
+    )
     slurm_cluster.run("scancel", "--signal=KILL", "--full", target)
     while slurm_cluster.state(target) in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
         assert time.monotonic() < deadline, f"job {target} did not end"
         time.sleep(0.5)
-    assert [r.info.status for r in runs_of_job()] == ["RUNNING"]  # left open by the kill
+    left = client.get_run(killed.info.run_id)
+    assert left.info.status == "RUNNING", (left.info, left.data.tags)  # left open by the kill
     capsys.readouterr()
     assert main(["run", *overrides, "--wait"]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("closed ")]
@@ -277,7 +279,7 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     exp = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
     assert client.search_runs([exp], "attributes.status = 'RUNNING'") == []
     # the resubmitted node resumed the same run and ended it
-    assert client.get_run(killed[0].info.run_id).info.status == "FINISHED"
+    assert client.get_run(killed.info.run_id).info.status == "FINISHED"
     assert "pretrain/b_ssmax/seed0" in done_records(out) and "report" in done_records(out)
 
 
