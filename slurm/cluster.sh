@@ -4,6 +4,9 @@
 #   bash slurm/cluster.sh up DIR      start munged, slurmctld, slurmd; wait until the node is idle
 #   bash slurm/cluster.sh down DIR    cancel all jobs, stop the daemons, wait for them to exit
 #   bash slurm/cluster.sh status DIR  daemons, `scontrol ping`, `sinfo`; exit 0 only when up
+#   bash slurm/cluster.sh kill-slurmd DIR   SIGKILL the node's slurmd alone (a crashed daemon:
+#                                     its jobs' processes live on, slurmctld stops hearing it)
+#   bash slurm/cluster.sh start-slurmd DIR  start slurmd again; wait until the node is back
 #
 # Clients then need `source DIR/env.sh` (SLURM_CONF, and PATH for the sacct stand-in).
 # Under DIR: etc/slurm.conf, munge/ (key, socket, log), state/, spool/, log/, run/ (pid files),
@@ -20,7 +23,7 @@ NODE_MEM_MB="${SLURM_NODE_MEM_MB:-8192}"
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
-usage() { die "usage: $0 up|down|status DIR"; }
+usage() { die "usage: $0 up|down|status|kill-slurmd|start-slurmd DIR"; }
 
 [[ $# -eq 2 ]] || usage
 ACTION="$1"
@@ -316,9 +319,31 @@ cmd_status() {
     return "$rc"
 }
 
+# A crashed slurmd: the daemon's group only (slurmstepd and the jobs run in sessions of their
+# own and live on, as on a node whose daemon died). slurmctld marks the node DOWN after
+# SlurmdTimeout and requeues (or fails) its jobs; start-slurmd brings the node back.
+cmd_kill_slurmd() {
+    alive slurmd || die "slurmd is not running in $DIR"
+    kill -KILL -- "-$(<"$(pidfile slurmd)")"
+    while alive slurmd; do sleep 0.1; done
+    echo "cluster.sh: slurmd killed in $DIR"
+}
+
+# The node's return: slurmd registers, reports the steps it finds (slurmctld kills those of jobs
+# it has requeued or ended) and, with ReturnToService=2, the node takes jobs again.
+cmd_start_slurmd() {
+    alive slurmd && die "slurmd is already running in $DIR"
+    ctld_ok || die "slurmctld is not up in $DIR: use up"
+    start_daemon slurmd slurmd -D -N "$(hostname -s)"
+    wait_for "the node back" "$UP_TIMEOUT" is_up || die "slurmd did not register"
+    echo "cluster.sh: slurmd back in $DIR"
+}
+
 case "$ACTION" in
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;
+    kill-slurmd) cmd_kill_slurmd ;;
+    start-slurmd) cmd_start_slurmd ;;
     *) usage ;;
 esac

@@ -3,6 +3,11 @@ trainer.callbacks=[{_target_:tests.faults.PoisonAt,step:15}]."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+from pathlib import Path
+
 import lightning as L
 import torch
 
@@ -29,24 +34,19 @@ class KillAt(L.Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, *_: object) -> None:
         if trainer.global_step == self.step:
-            import os
-            import signal
-
             os.kill(os.getpid(), signal.SIGKILL)
 
 
 class HoldAt(L.Callback):
     """At the start of step `step`, write `marker` and wait there until the process is killed
-    from outside (a job cancelled on the cluster): the kill lands mid-training, however fast."""
+    from outside (a job cancelled on the cluster): the kill lands mid-training, however fast.
+    Once: where the marker exists (a requeued job's second try), training goes on."""
 
     def __init__(self, step: int, marker: str) -> None:
         self.step, self.marker = step, marker
 
     def on_train_batch_start(self, trainer: L.Trainer, *_: object) -> None:
-        if trainer.global_step == self.step:
-            import time
-            from pathlib import Path
-
+        if trainer.global_step == self.step and not Path(self.marker).exists():
             Path(self.marker).write_text("holding")
             while True:
                 time.sleep(3600)

@@ -38,6 +38,14 @@ class SlurmCluster:
             raise RuntimeError(f"{' '.join(args)} -> {out.returncode}: {out.stderr.strip()}")
         return out.stdout
 
+    def kill_slurmd(self) -> None:
+        """SIGKILL the node's slurmd alone (its jobs' processes live on): a crashed daemon."""
+        _check(_cluster_sh("kill-slurmd", self.dir, timeout=30))
+
+    def start_slurmd(self) -> None:
+        """Start slurmd again and wait until the node is back in service."""
+        _check(_cluster_sh("start-slurmd", self.dir, timeout=90))
+
     def state(self, job_id: str) -> str:
         """The job's state as slurmctld has it (squeue -t all), '' if unknown."""
         return self.run("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T", check=False).strip()
@@ -61,6 +69,11 @@ def _cluster_sh(action: str, path: Path, timeout: float) -> subprocess.Completed
         timeout=timeout,
         check=False,
     )
+
+
+def _check(done: subprocess.CompletedProcess[str]) -> None:
+    if done.returncode != 0:
+        raise RuntimeError(f"slurm/cluster.sh failed: {done.stdout}{done.stderr}")
 
 
 @pytest.fixture(scope="session")

@@ -283,6 +283,61 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     assert "pretrain/b_ssmax/seed0" in done_records(out) and "report" in done_records(out)
 
 
+def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys, monkeypatch
+) -> None:
+    """The compute node's slurmd killed (SIGKILL) while a pipeline trains there: the job's
+    processes live on unheard, slurmctld marks the node DOWN after SlurmdTimeout and requeues
+    its jobs, and kills the stale processes when slurmd comes back. The next run completes,
+    says in at most one line what it closed, and no run stays RUNNING (issue 44 item 3)."""
+    from ssmax.tracking.client import Client
+    from ssmax.tracking.liveness import SLURM_JOB
+
+    out = tmp_path_factory.mktemp("slurm-slurmd")
+    marker = out / "holding"  # the first try holds at step 3; a requeued one trains on
+    hold = f"trainer.callbacks=[{{_target_:tests.faults.HoldAt,step:3,marker:'{marker}'}}]"
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # tests.faults
+    overrides = smoke(out, out / "cache", B_ONLY)
+    assert main(["run", *overrides, hold]) == 0
+    cfg, _ = plan(overrides)
+    target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()
+                  if n["node"] == "pretrain/b_ssmax/seed0")  # fmt: skip
+    client = Client(tracking_uri(cfg))
+    exp = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
+    deadline = time.monotonic() + 900  # conditions polled, however fast the machine
+    while not marker.exists():
+        assert time.monotonic() < deadline, f"job {target} never reached step 3"
+        time.sleep(0.5)
+    (held,) = client.search_runs([exp], f"attributes.status = 'RUNNING' and "
+                                 f"tags.`{SLURM_JOB}` = '{target}'")  # fmt: skip
+    conf = slurm_cluster.dir / "etc" / "slurm.conf"
+    text = conf.read_text()  # a node silent for 10 s is DOWN (the cluster's 60 s: a minute idle)
+    conf.write_text(text.replace("SlurmdTimeout=60", "SlurmdTimeout=10"))
+    slurm_cluster.run("scontrol", "reconfigure")
+    slurm_cluster.kill_slurmd()
+    try:  # SlurmdTimeout on: the node DOWN, its jobs requeued or failed
+        while "down" not in slurm_cluster.run("sinfo", "-h", "-o", "%T"):
+            assert time.monotonic() < deadline, "the node never went DOWN"
+            time.sleep(1)
+        assert slurm_cluster.state(target) != "RUNNING"
+    finally:
+        conf.write_text(text)
+        slurm_cluster.start_slurmd()
+        slurm_cluster.run("scontrol", "reconfigure")
+    capsys.readouterr()
+    assert main(["run", *overrides, "--wait"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.startswith("closed ")]
+    assert len(said) <= 1, said
+    assert client.search_runs([exp], "attributes.status = 'RUNNING'") == []
+    # the held run was resumed to its end by the node's next job, or closed as dead (and said)
+    left = client.get_run(held.info.run_id)
+    assert left.info.status in ("FINISHED", "KILLED"), left.info
+    if left.info.status == "KILLED":
+        assert said and "node run" in said[0], said
+    assert "pretrain/b_ssmax/seed0" in done_records(out) and "report" in done_records(out)
+    print(f"held run {left.info.status}; {said}; job {target}: {slurm_cluster.state(target)}")
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
