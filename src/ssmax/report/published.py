@@ -3,6 +3,8 @@ from it: docs/results.md's per-seed tables and verdict table, the README's verdi
 
     python -m ssmax.report.published            # rewrite the generated blocks (make results-page)
     python -m ssmax.report.published --check    # exit 1 where a page and the file disagree
+    python -m ssmax.report.published --replicate OTHER.json  # another run of some chains,
+                                                # ordering by ordering (report.replicate)
 
 The file holds the run's per-seed values of every claim metric the page publishes, shaped as
 the report's results.json (variant -> metric -> seed -> value), the metrics it lacks and why,
@@ -25,12 +27,16 @@ from ssmax.report.claims import Claim, claims
 from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.metrics import table_names
 from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
+from ssmax.report.replicate import compare, read_table
+from ssmax.report.replicate import table as again_table
 from ssmax.variants import facts, ordered
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
-         "verdicts-short": "README.md"}  # fmt: skip
+         "verdicts-short": "README.md", "replication-gpu": "docs/results.md"}  # fmt: skip
+# other runs of some of the published chains, each a generated block (report.replicate)
+REPLICATIONS = {"replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json"}
 # the per-seed tables of docs/results.md, in its order: (metric, heading)
 SEED_TABLES = [
     ("pretrain val loss", "**Pretraining validation loss**"),
@@ -162,8 +168,18 @@ def verdicts(checked: list[Claim], pub: Published, short: bool) -> str:
 def blocks(pub: Published) -> dict[str, str]:
     """Each generated block's text, by name."""
     checked = claims(pub.results())
-    return {"seed-tables": seed_tables(pub), "verdicts": verdicts(checked, pub, short=False),
+    made = {"seed-tables": seed_tables(pub), "verdicts": verdicts(checked, pub, short=False),
             "verdicts-short": verdicts(checked, pub, short=True)}  # fmt: skip
+    for name, path in REPLICATIONS.items():
+        made[name] = replication(pub, path)
+    return made
+
+
+def replication(pub: Published, path: Path) -> str:
+    """Another run of some chains against this file: which orderings' verdicts came again."""
+    again, left_out = compare(pub.results(), read_table(path))
+    out = again_table(again)
+    return out + (f"\n\nLeft out (a value missing): {'; '.join(left_out)}." if left_out else "")
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -181,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED)
     parser.add_argument("--check", action="store_true", help="change nothing; 1 if stale")
+    parser.add_argument("--replicate", type=Path, metavar="OTHER.json",
+                        help="print which orderings' verdicts another run of some chains "
+                        "gives again (its results.json), and change nothing")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.replicate:
+        print(replication(load(args.file), args.replicate))
+        return 0
     made, stale = blocks(load(args.file)), []
     for page in dict.fromkeys(PAGES.values()):
         path = ROOT / page
