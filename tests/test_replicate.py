@@ -1,5 +1,6 @@
 """Another run of some published chains judged against the published run, ordering by ordering
-(report.replicate, issue 42 item 5), on the published file itself and on hand-made reruns."""
+(report.replicate, issue 42 item 5), on the published file itself and on hand-made reruns; and
+fresh seeds added to the published run (the extension, item 4)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from ssmax.report.published import PUBLISHED, load, main
+from ssmax.report.claims import claims
+from ssmax.report.published import (
+    PUBLISHED,
+    Published,
+    extended,
+    extended_verdicts,
+    extension_from,
+    load,
+    main,
+)
 from ssmax.report.replicate import compare, read_table, replaced
 
 A, B = "a_softmax", "b_ssmax"
@@ -71,3 +81,61 @@ def test_bad_input_is_one_line(tmp_path: Path, content: dict | None, message: st
         path.write_text(json.dumps(content))
     with pytest.raises(SystemExit, match=message):
         main([str(PUBLISHED), "--replicate", str(path)])
+
+
+def run_with_added_seeds(tmp_path: Path, seeds: tuple[int, ...] = (11, 12)) -> Path:
+    """A run's results.json holding the published seeds 3 and 4's values again as `seeds`, and
+    loss @10x (which the published file lacks); its report node's done record beside it."""
+    pub = load()
+    table = {v: {m: {str(new): by_seed[old] for new, old in zip(seeds, (3, 4), strict=True)}
+                 for m, by_seed in ms.items()} for v, ms in pub.table.items()}  # fmt: skip
+    table[A]["loss @10x"] = {str(s): 4.0 for s in seeds}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(table))
+    (tmp_path / "done.json").write_text(json.dumps({"git_commit": "abcdef0123", "cpu": "AMD"}))
+    return path
+
+
+def test_an_extension_is_decided_with_the_published_seeds_beside_the_8_seed_verdicts(
+    tmp_path: Path,
+) -> None:
+    """The added seeds' values join the published ones for the metrics the file holds (loss
+    @10x, only in the added seeds, stays out), and the table says they came after the first
+    eight were seen, with both verdicts side by side."""
+    pub = load()
+    content = extension_from(run_with_added_seeds(tmp_path), pub)
+    assert content["run"]["seeds"] == [11, 12] and content["run"]["commit"] == "abcdef0"
+    ext_path = tmp_path / "verdict_seeds11-12.json"
+    ext_path.write_text(json.dumps(content))
+    both = extended(pub, load(ext_path))
+    assert both.run["seeds"] == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert set(both.table[B]["needle top mean"]) == set(both.run["seeds"])
+    assert "loss @10x" not in both.table[A]
+    text = extended_verdicts(pub, claims(pub.results()), ext_path)
+    assert text.startswith("Seeds 3-12 (10; 11, 12 added after the first 8 were seen")
+    assert "| 8 seeds | 10 seeds |" in text
+
+
+def test_ten_seeds_can_decide_what_eight_cannot() -> None:
+    """(b)'s needle lead over (a), every published seed on the paper's side: at 8 seeds the
+    exact permutation test cannot pass Holm (2 / 256 x 13 > 0.05); with two more seeds on that
+    side (the published seeds 3 and 4 again) it can, and the primary claim holds."""
+    pub = load()
+    ext = Published({v: {m: {11: s[3], 12: s[4]} for m, s in ms.items()}
+                     for v, ms in pub.table.items()}, {**pub.run, "seeds": [11, 12]})  # fmt: skip
+    before = {c.key: c.verdict for c in claims(pub.results())}
+    after = {c.key: c.verdict for c in claims(extended(pub, ext).results())}
+    assert before["needle_b_above_a"] == "inconclusive" and after["needle_b_above_a"] == "holds"
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [((3, 11), "repeats published seeds \\[3\\]"), ((3, 4), "has no seed that the published")],
+)
+def test_an_extension_adds_fresh_seeds_only(tmp_path: Path, seeds: tuple, message: str) -> None:
+    path = run_with_added_seeds(tmp_path, seeds)
+    pub = load()
+    with pytest.raises(SystemExit, match=message):
+        content = extension_from(path, pub)
+        content["run"]["seeds"] = list(seeds)  # as if written by hand
+        extended(pub, Published(read_table(path), content["run"]))

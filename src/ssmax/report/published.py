@@ -5,6 +5,13 @@ from it: docs/results.md's per-seed tables and verdict table, the README's verdi
     python -m ssmax.report.published --check    # exit 1 where a page and the file disagree
     python -m ssmax.report.published --replicate OTHER.json  # another run of some chains,
                                                 # ordering by ordering (report.replicate)
+    python -m ssmax.report.published --extend RUN/results.json  # its seeds that the file
+                                                # lacks, as the extension file (EXTENSION)
+
+The extension (issue 42 item 4): fresh seeds added after the first eight were seen, to reach
+the seed count fixed for the primary claims. Its verdicts are computed on the published seeds
+and its own together, only for the metrics the published file holds, and shown beside the
+8-seed ones, never instead of them.
 
 The file holds the run's per-seed values of every claim metric the page publishes, shaped as
 the report's results.json (variant -> metric -> seed -> value), the metrics it lacks and why,
@@ -21,8 +28,10 @@ import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 
+from ssmax.io import atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
 from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.metrics import table_names
@@ -33,8 +42,10 @@ from ssmax.variants import facts, ordered
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
+EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
-         "verdicts-short": "README.md", "replication-gpu": "docs/results.md"}  # fmt: skip
+         "verdicts-short": "README.md", "replication-gpu": "docs/results.md",
+         "verdicts-extended": "docs/results.md"}  # fmt: skip
 # other runs of some of the published chains, each a generated block (report.replicate)
 REPLICATIONS = {"replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json"}
 # the per-seed tables of docs/results.md, in its order: (metric, heading)
@@ -172,7 +183,68 @@ def blocks(pub: Published) -> dict[str, str]:
             "verdicts-short": verdicts(checked, pub, short=True)}  # fmt: skip
     for name, path in REPLICATIONS.items():
         made[name] = replication(pub, path)
+    made["verdicts-extended"] = extended_verdicts(pub, checked, EXTENSION)
     return made
+
+
+def extended(pub: Published, ext: Published) -> Published:
+    """The published seeds and the extension's together, for the metrics the published file
+    holds (a metric only the added seeds have stays out: its orderings stay n/a)."""
+    if overlap := set(pub.run["seeds"]) & set(ext.run["seeds"]):
+        raise SystemExit(f"the extension repeats published seeds {sorted(overlap)}")
+    table = {v: {m: {**by_seed, **ext.table.get(v, {}).get(m, {})} for m, by_seed in ms.items()}
+             for v, ms in pub.table.items()}  # fmt: skip
+    run = {**pub.run, "seeds": sorted([*pub.run["seeds"], *ext.run["seeds"]])}
+    return Published(table, run, pub.absent, pub.digits, pub.old_rule)
+
+
+def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
+    """The verdicts on the published seeds and the extension's, beside the 8-seed ones."""
+    if not path.is_file():
+        return f"Not in yet: {path.relative_to(ROOT)} (python -m ssmax.report.published --extend)."
+    ext = load(path)
+    both = extended(pub, ext)
+    wider = claims(both.results())
+    seeds = both.run["seeds"]
+    head = (f"Seeds {seeds[0]}-{seeds[-1]} ({len(seeds)}; {', '.join(map(str, ext.run['seeds']))} "
+            f"added after the first {len(pub.run['seeds'])} were seen, run {ext.run['date']} at "
+            f"{ext.run['commit']}): **{counts([c.verdict for c in wider])}** (of {len(wider)}); "
+            f"uncorrected: {counts([c.uncorrected for c in wider])}.")  # fmt: skip
+    columns = ["claim (paper)", "family", f"{len(pub.run['seeds'])} seeds", f"{len(seeds)} seeds",
+               f"{len(seeds)} seeds, uncorrected", "orderings"]  # fmt: skip
+    rows = [[c.text, family_text(w), c.verdict, f"**{w.verdict}**", w.uncorrected,
+             " · ".join(ordering_text(k) for k in w.checks) or w.value]
+            for c, w in zip(checked, wider, strict=True)]  # fmt: skip
+    return "\n".join([head, "", *_md_table(columns, rows)])
+
+
+def extension_from(results: Path, pub: Published) -> dict:
+    """The extension file's content: the seeds of a run's results.json that the published
+    file lacks, with the run's commit and machine from its report node's done record."""
+    table = read_table(results)
+    added = sorted({s for ms in table.values() for by_seed in ms.values() for s in by_seed}
+                   - set(pub.run["seeds"]))  # fmt: skip
+    if not added:
+        raise SystemExit(f"{results} has no seed that the published file lacks")
+    done = results.parent / "done.json"
+    record = json.loads(done.read_text()) if done.is_file() else {}
+    values = {v: {m: {str(s): x for s, x in by_seed.items() if s in added}
+                  for m, by_seed in ms.items()} for v, ms in table.items()}  # fmt: skip
+    run = {
+        "preset": pub.run["preset"],
+        "seeds": added,
+        "train_len": pub.run["train_len"],
+        "commit": record.get("git_commit", "?")[:7],
+        "date": date.today().isoformat(),
+        "cpu": record.get("cpu", "?"),
+        "packages_sha": record.get("packages_sha", "?"),
+    }
+    about = (
+        "Seeds added to the published verdict run after its first eight were seen "
+        "(issue 42 item 4), for the variants the primary claims compare; another venv and "
+        "CPU than the published seeds' (other low bits). Shaped as the published file."
+    )
+    return {"about": about, "run": run, "results": values}
 
 
 def replication(pub: Published, path: Path) -> str:
@@ -200,7 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicate", type=Path, metavar="OTHER.json",
                         help="print which orderings' verdicts another run of some chains "
                         "gives again (its results.json), and change nothing")  # fmt: skip
+    parser.add_argument("--extend", type=Path, metavar="RESULTS.json",
+                        help=f"write {EXTENSION.relative_to(ROOT)} from a run's results.json "
+                        "(its seeds that the file lacks), then rewrite the pages")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.extend:
+        content = extension_from(args.extend, load(args.file))
+        atomic_write_json(EXTENSION, content, indent=2)
+        print(f"wrote {EXTENSION.relative_to(ROOT)}: seeds {content['run']['seeds']}")
     if args.replicate:
         print(replication(load(args.file), args.replicate))
         return 0
@@ -213,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         if new != text:
             stale.append(page)
             if not args.check:
-                path.write_text(new)
+                atomic_write_text(path, new)
     if args.check and stale:
         print(f"stale against {args.file}: {', '.join(stale)} (make results-page)")
         return 1
