@@ -97,7 +97,7 @@ CASES = [
     ("shards-missing", ["data.shards_dir=/nonexistent/shards"], "data.shards_dir=/nonexistent/shards holds no manifest.json"),
     ("output-dir-is-a-file", ["paths.output_dir={d}/a_file/out"], "paths.output_dir={d}/a_file/out: {d}/a_file is a file, not a folder"),
     ("output-dir-unwritable", ["paths.output_dir=/proc/ssmax-out"], "paths.output_dir=/proc/ssmax-out cannot be written"),
-    ("option-unknown", ["--wiat"], "option '--wiat' is unknown; allowed: --wait"),
+    ("option-unknown", ["--wiat"], "option '--wiat' is unknown; allowed: --wait, --help"),
     # a rival law's parameter out of its domain, or on a kernel that cannot run it (issue 43)
     ("tau-zero", ["pipeline.variants=[k_scale_invariant]", "variant.tau=0"], "variant.tau=0.0 must be > 0"),
     ("alpha-one", ["pipeline.variants=[l_asentmax]", "variant.alpha=1"], "variant.alpha=1.0 must be > 1"),
@@ -132,6 +132,18 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
     assert "Traceback" not in lines[0]
     assert not out.exists()  # no node, run or MLflow store that a later run could take up
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["run", "--help"], ["plan", "x=1", "--help"]])
+def test_help_says_the_commands_and_runs_nothing(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert pipeline_main(argv) == 0
+    said = capsys.readouterr().out
+    assert all(f"\n{c} " in said for c in ("run", "plan", "status")) and "--wait" in said
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_slurm_that_is_not_there_is_one_line(

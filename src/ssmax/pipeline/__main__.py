@@ -1,4 +1,4 @@
-"""`python -m ssmax.pipeline {run,plan,status} [hydra overrides ...]`
+"""`python -m ssmax.pipeline {run,plan,status} [--wait] [hydra overrides ...]` (--help: this text)
 
 run     execute every node that is not cached (the executor group picks where), then report
 plan    print the DAG: each node, its fingerprint and whether it is cached or would run; then
@@ -113,6 +113,9 @@ def run(overrides: list[str], wait: bool = False) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help", "help") for a in argv[:1]) or "--help" in argv:
+        print(__doc__.strip())  # what each command does; the settings: conf/, README.md
+        return 0
     command, overrides = (argv[0], argv[1:]) if argv and "=" not in argv[0] else ("run", argv)
     wait = "--wait" in overrides
     if wait:
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"command {command!r} is unknown; allowed: run, plan, status")
         unknown = [o for o in overrides if o.startswith("-")]
         if unknown:
-            raise ConfigError(f"option {unknown[0]!r} is unknown; allowed: --wait")
+            raise ConfigError(f"option {unknown[0]!r} is unknown; allowed: --wait, --help")
         check_cli_choices(overrides)
         check_override_keys(overrides, config_name="pipeline")
         if command == "run":
