@@ -50,3 +50,17 @@ class HoldAt(L.Callback):
             Path(self.marker).write_text("holding")
             while True:
                 time.sleep(3600)
+
+
+class HoldUntil(L.Callback):
+    """At the start of step `step`, write `marker` and wait until the file `go` exists; once
+    (where the marker exists, training goes on): the test acts while training is held."""
+
+    def __init__(self, step: int, marker: str, go: str) -> None:
+        self.step, self.marker, self.go = step, marker, go
+
+    def on_train_batch_start(self, trainer: L.Trainer, *_: object) -> None:
+        if trainer.global_step == self.step and not Path(self.marker).exists():
+            Path(self.marker).write_text("holding")
+            while not Path(self.go).exists():
+                time.sleep(0.1)

@@ -311,7 +311,7 @@ class ExecutorConfig:
     wait: bool = False  # slurm: wait for every job, exit non-zero when one failed
     poll_s: float = rule(5.0, gt=0)  # slurm: seconds between state queries while waiting
     max_requeues: int = rule(5, ge=0)  # slurm: requeues on time-out/preemption, then it fails
-    snapshot: bool = False  # slurm: jobs import a copy of src/ and conf/ made at submission
+    snapshot: bool = False  # local, slurm: the nodes import a copy of src/ and conf/ made at start
     partition: str | None = None  # profile: the SLURM partition (null: no profile given)
     account: str | None = None  # profile: --account
     qos: str | None = None  # profile: --qos

@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from ssmax.pipeline.code import stage_code
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
+from ssmax.pipeline.snapshot import snapshot
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")
@@ -71,12 +73,20 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     """Up to executor.workers nodes at once, each in its own process; a node starts as soon as
     its inputs are finished. Workers fork from a server that has imported what the stages run
     once (multiprocessing's forkserver; preload): a fresh interpreter per node cost ~13 s.
-    Inline stages (no compute) run in this process. A node's output goes to its log file."""
+    Inline stages (no compute) run in this process. A node's output goes to its log file.
+    With executor.snapshot the nodes import the code as planned (_serve, _imports_from)."""
     context = multiprocessing.get_context("forkserver")
     todo = {job.module for job in jobs if job.done is None and not job.inline}
-    if todo:  # the server imports while this process opens the MLflow run and orders the nodes
-        context.set_forkserver_preload(preload(todo))
-        multiprocessing.forkserver.ensure_running()
+    frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
+    with _imports_from(frozen):
+        if todo:  # the server imports while this process opens the MLflow run, orders nodes
+            _serve(context, preload(todo), frozen)
+        return _schedule(jobs, cfg, log, parent, context)
+
+
+def _schedule(
+    jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun, context: Any
+) -> dict[str, str]:
     _adopt(jobs, parent)
     workers = int(cfg.executor.workers)
     timeout_s = 60 * float(cfg.executor.timeout_min)
@@ -123,6 +133,51 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
         for sig, handler in before.items():
             signal.signal(sig, handler)
     return states
+
+
+_SERVED: dict[str, str | None] = {"code": None}  # what the running forkserver imports
+
+
+@contextmanager
+def _imports_from(frozen: Path | None) -> Iterator[None]:
+    """This process's imports from now on, and its workers' (they take its sys.path), find the
+    snapshot's modules first: those of the namespace package ssmax not imported yet (the
+    inline nodes' late imports here; in a worker, those its forkserver did not preload).
+    Modules already imported stay as they are (the pipeline's own packages' late imports still
+    come from the checkout). sys.path is put back after."""
+    if frozen is None:
+        yield
+        return
+    entry = str(frozen / "src")
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        if entry in sys.path:
+            sys.path.remove(entry)
+
+
+def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
+    """The forkserver the workers fork from, importing `modules` from `frozen`'s src/ (the
+    code as planned, ssmax.pipeline.snapshot: an edit of the checkout while the run goes
+    reaches no worker, not even a module one imports late) or, without it, from the checkout.
+    One per process, kept across runs of the same code; restarted for other code."""
+    code = frozen.name if frozen else None  # the snapshot's content digest
+    server = multiprocessing.forkserver._forkserver
+    if server._forkserver_pid is not None and _SERVED["code"] != code:
+        server._stop()  # it serves other code (a private API of CPython, 3.11 to 3.13)
+    context.set_forkserver_preload([*modules, __name__])  # __name__: the workers' entry, _work
+    path = os.environ.get("PYTHONPATH")
+    if frozen:  # the server starts with it, so its imports, late ones too, find the copy first
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(frozen / "src"), path]))
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path
+    _SERVED["code"] = code
 
 
 def _stops_as_exit() -> dict[int, Any]:
