@@ -1,7 +1,8 @@
 """README.md and docs/*.md: every relative link points to a file (and heading) that exists, every
 docs page is linked from the README, and the fenced `bash` snippets marked `<!-- tested -->` on
 the line before them run from the repository root with the venv's python first on PATH, each
-exiting 0. Only cheap commands that need no network and write nothing are marked."""
+exiting 0. Only cheap commands that need no network and write nothing are marked. The lists of
+variants and laws kept by hand (README's tables, laws.py's docstring) hold what the code holds."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+
+from ssmax.model import laws
+from ssmax.variants import names
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -137,3 +142,28 @@ def test_marked_snippet_runs(name: str, line: int, code: str) -> None:
     )
     tail = result.stderr[-3000:]
     assert result.returncode == 0, f"{name}: exit {result.returncode}\n{code}\n{tail}"
+
+
+def _variants_in_tables(text: str) -> list[str]:
+    """The `variant=` names of the page's variant tables (a row: | `name` | ...)."""
+    return re.findall(r"^\| `([a-z]+_[a-z0-9_]+)` \|", text, re.M)
+
+
+def test_the_readme_tables_list_every_variant_once() -> None:
+    """The README's variant tables hold exactly the conf/variant/*.yaml files: a variant added,
+    renamed or removed shows here (issue 46: hand-kept lists drift)."""
+    listed = _variants_in_tables(README.read_text())
+    assert sorted(listed) == sorted(names()) and len(listed) == len(set(listed))
+
+
+def test_the_law_file_names_every_law_it_holds() -> None:
+    """laws.py's docstring table names every law, score law and normaliser its registries
+    hold, and nothing else of that kind; every law a variant file names is one of them."""
+    text = laws.__doc__ or ""
+    table = set(re.findall(r"^ {4,6}([a-z][a-z0-9_]*)\s{2,}", text, re.M))
+    held = {*laws.LAWS, *laws.ADAPTIVE, *laws.SCORE_LAWS, "rope_frequencies"}
+    assert held == table, (held - table, table - held)
+    assert set(laws.NORMALIZERS) <= set(re.findall(r"\b(softmax|entmax)\b", text))
+    named = {OmegaConf.load(p).get(k) for p in (ROOT / "conf" / "variant").glob("*.yaml")
+             for k in ("scale", "score_law", "normalizer")}  # fmt: skip
+    assert named - {None, "none"} <= {*laws.LAWS, *laws.SCORE_LAWS, *laws.NORMALIZERS}, named
