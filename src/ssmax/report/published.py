@@ -215,7 +215,14 @@ def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
     rows = [[c.text, family_text(w), c.verdict, f"**{w.verdict}**", w.uncorrected,
              " · ".join(ordering_text(k) for k in w.checks) or w.value]
             for c, w in zip(checked, wider, strict=True)]  # fmt: skip
-    return "\n".join([head, "", *_md_table(columns, rows)])
+    seeds_rows = [[letter(v), metric, *(ext.fmt(metric, ext.table[v][metric][s])
+                                        for s in ext.run["seeds"])]
+                  for metric, _ in SEED_TABLES for v in ordered(list(ext.table))
+                  if metric in ext.table[v]]  # fmt: skip
+    added = ["", "The added seeds' values (every one; the file holds more metrics):", "",
+             *_md_table(["variant", "metric", *(f"seed {s}" for s in ext.run["seeds"])],
+                        seeds_rows)]  # fmt: skip
+    return "\n".join([head, "", *_md_table(columns, rows), *added])
 
 
 def extension_from(results: Path, pub: Published) -> dict:
@@ -226,8 +233,10 @@ def extension_from(results: Path, pub: Published) -> dict:
                    - set(pub.run["seeds"]))  # fmt: skip
     if not added:
         raise SystemExit(f"{results} has no seed that the published file lacks")
-    done = results.parent / "done.json"
-    record = json.loads(done.read_text()) if done.is_file() else {}
+    # the report node's done record: beside results.json, or in its node folder (report/..)
+    done = [d for d in (results.parent / "done.json", results.parent.parent / "done.json")
+            if d.is_file()]  # fmt: skip
+    record = json.loads(done[0].read_text()) if done else {}
     values = {v: {m: {str(s): x for s, x in by_seed.items() if s in added}
                   for m, by_seed in ms.items()} for v, ms in table.items()}  # fmt: skip
     run = {
