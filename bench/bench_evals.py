@@ -26,12 +26,12 @@ import time
 import torch
 from omegaconf import DictConfig
 
-from ssmax.compiling import compile_enabled
-from ssmax.config import compose, model_config, variant_config
+from ssmax.config.compose import compose, model_config, variant_config
 from ssmax.evals import niah
-from ssmax.evals.common import sdpa_first
+from ssmax.evals.inference import sdpa_first
 from ssmax.evals.niah import greedy_decode, niah_batch
 from ssmax.evals.per_position_loss import auto_batch, per_position_loss
+from ssmax.host.compiling import compile_enabled
 from ssmax.model import Transformer
 from ssmax.pipeline import measured
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from ssmax.config import compose, model_config, variant_config
+from ssmax.config.compose import compose, model_config, variant_config
 from ssmax.evals import scaled_rope_theta
 from ssmax.export.folder import write_export
 from ssmax.model import Transformer

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ssmax.config import compose, model_config, variant_config
+from ssmax.config.compose import compose, model_config, variant_config
 from ssmax.model import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 
 import torch
 
-from ssmax.config import compose
+from ssmax.config.compose import compose
 from ssmax.data.corpus import embedded_jsonl
-from ssmax.data.module import LMDataModule
+from ssmax.data.lm_module import LMDataModule
 from ssmax.data.prepare import prepare
 from ssmax.pipeline.cost import per_token
 

@@ -37,11 +37,10 @@ from concurrent.futures import Executor
 import torch
 from omegaconf import DictConfig
 
-from ssmax.compiling import maybe_compile
-from ssmax.config import compose, model_config, variant_config
+from ssmax.config.compose import compose, model_config, variant_config
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import niah
-from ssmax.evals.common import cache_dtype, device_autocast, model_device, sdpa_first
+from ssmax.evals.inference import cache_dtype, device_autocast, model_device, sdpa_first
 from ssmax.evals.niah import (
     builder_pool,
     greedy_decode_batch,
@@ -49,6 +48,7 @@ from ssmax.evals.niah import (
     prompt_batches,
     run_niah,
 )
+from ssmax.host.compiling import maybe_compile
 from ssmax.model import Transformer
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part

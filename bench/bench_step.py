@@ -31,13 +31,13 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ssmax.compiling import compile_enabled
-from ssmax.config import compose as make_cfg
-from ssmax.config import model_config, variant_config
-from ssmax.lit.module import LitLM
+from ssmax.config.compose import compose as make_cfg
+from ssmax.config.compose import model_config, variant_config
+from ssmax.config.variants import by_letter, facts, names
+from ssmax.host.compiling import compile_enabled
+from ssmax.lit.lightning_module import LitLM
 from ssmax.model import count_parameters
 from ssmax.pipeline import measured
-from ssmax.variants import by_letter, facts, names
 
 # Every variant that trains its own attention law from scratch (the others reuse one's weights),
 # from the variants' facts; the baseline of the ratios is (a).

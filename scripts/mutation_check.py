@@ -234,16 +234,16 @@ FINGERPRINT = (
         '"code": code_hash(stage_code(module)),', '"code": None,'),
     Bug("fingerprint-drops-data", "pipeline/fingerprint.py",
         '"data": data_manifest(cfg, sft="data" in keys)\n', '"data": None\n'),
-    Bug("code-skips-imports-inside-functions", "pipeline/code.py",
+    Bug("code-skips-imports-inside-functions", "pipeline/stage_code.py",
         "        for child in ast.iter_child_nodes(node):\n            visit(child)\n\n    visit(",
         "        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):\n"
         "            for child in ast.iter_child_nodes(node):\n                visit(child)\n\n"
         "    visit("),
-    Bug("no-result-covers-a-results-module", "pipeline/code.py",
+    Bug("no-result-covers-a-results-module", "pipeline/stage_code.py",
         '"stages/costing.py")', '"stages/costing.py", "evals/niah.py")'),
-    Bug("no-result-covers-weights", "pipeline/code.py",
-        '"stages/costing.py")', '"stages/costing.py", "weights.py")'),
-    Bug("no-result-covers-all-of-tracking", "pipeline/code.py",
+    Bug("no-result-covers-weights", "pipeline/stage_code.py",
+        '"stages/costing.py")', '"stages/costing.py", "preflight/weights.py")'),
+    Bug("no-result-covers-all-of-tracking", "pipeline/stage_code.py",
         '"tracking/spool.py", "tracking/sync.py",', '"tracking", "tracking/sync.py",'),
     # more of the key
     Bug("fingerprint-drops-inputs", "pipeline/fingerprint.py",
@@ -271,14 +271,14 @@ FINGERPRINT = (
     Bug("variant-facts-count", "pipeline/fingerprint.py",
         "value = {k: v for k, v in value.items() if k != FACTS}", "value = dict(value)"),
     # the code a stage runs
-    Bug("code-follows-type-checking-blocks", "pipeline/code.py",
+    Bug("code-follows-type-checking-blocks", "pipeline/stage_code.py",
         "            for child in node.orelse:\n                visit(child)\n            return\n",
         "            pass\n"),
-    Bug("code-skips-package-inits", "pipeline/code.py",
+    Bug("code-skips-package-inits", "pipeline/stage_code.py",
         'todo += [".".join(parts[:i]) for i in range(2, len(parts))]', "pass"),
-    Bug("code-skips-imported-names-as-modules", "pipeline/code.py",
+    Bug("code-skips-imported-names-as-modules", "pipeline/stage_code.py",
         'out.update(f"{base}.{alias.name}" for alias in node.names)', "pass"),
-    Bug("relative-import-one-level-up-too-many", "pipeline/code.py",
+    Bug("relative-import-one-level-up-too-many", "pipeline/stage_code.py",
         "- node.level + 1]", "- node.level]"),
 )  # fmt: skip
 

@@ -26,12 +26,12 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from ssmax.config import compose
-from ssmax.data.module import LMDataModule
+from ssmax.config.compose import compose
+from ssmax.data.lm_module import LMDataModule
 from ssmax.data.tokenizer import load_tokenizer
-from ssmax.evals.common import scaled_rope_theta
+from ssmax.evals.inference import scaled_rope_theta
 from ssmax.evals.niah import builder_pool, run_niah
-from ssmax.stages.common import load_model
+from ssmax.stages.context import load_model
 
 MAX_TOKENS = 10  # " " + up to 8 digits + "." is never asked; 9 positions suffice
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from ssmax.config import ConfigError
-from ssmax.weights import read_weights
+from ssmax.config.compose import ConfigError
+from ssmax.preflight.weights import read_weights
 
 
 def digest(path: Path) -> str:

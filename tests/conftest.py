@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ssmax.config import CONF_DIR
-from ssmax.config import compose as make_cfg
+from ssmax.config.compose import CONF_DIR
+from ssmax.config.compose import compose as make_cfg
 
 if TYPE_CHECKING:  # mlflow is imported where it is used: every worker imports this module
     from mlflow import MlflowClient
@@ -86,8 +86,8 @@ def smoke_pipeline(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path)
     share it: they read it; one that adds a run or reads the latest holds it (below), and
     accounts for the runs others added. Every stage sees only the keys it declares
     (pipeline.strict_reads): an undeclared read fails here (test_stage_reads)."""
-    from ssmax.io import atomic_write_json
-    from ssmax.locks import exclusive
+    from ssmax.files.atomic import atomic_write_json
+    from ssmax.files.flock import exclusive
     from ssmax.pipeline.__main__ import main
 
     out = run_dir(tmp_path_factory) / "smoke-pipeline"
@@ -113,7 +113,7 @@ def smoke_pipeline_held(
     """The smoke pipeline's overrides, its folder held for the test against the other
     workers' tests: one that adds a pipeline run to it, or reads its latest run (which is
     half made while another test's run goes on)."""
-    from ssmax.locks import exclusive
+    from ssmax.files.flock import exclusive
 
     with exclusive(_smoke_lock(tmp_path_factory)):
         yield smoke_pipeline

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.config import variant_config
+from ssmax.config.compose import variant_config
 from ssmax.model import ModelConfig, Transformer, VariantConfig, laws
-from ssmax.model.attention import SCALES, Attention, length_term
-from ssmax.model.rope import apply_rope, rope_angles
+from ssmax.model.attention import SCALES, Attention, variant_term
+from ssmax.model.rotary import apply_rope, rope_angles
 from tests.conftest import VARIANTS, make_cfg
 
 
@@ -137,7 +137,7 @@ def test_attention_matches_naive_reference(name: str) -> None:
     x = torch.randn(1, t_len, dim, generator=gen, dtype=torch.float64)
     positions = torch.arange(t_len)
     cos, sin = rope_angles(positions, dim // heads, theta)
-    term = length_term(v, positions + 1, p_n, train_len=8)
+    term = variant_term(v, positions + 1, p_n, train_len=8)
     got = attn(x, cos.double(), sin.double(), term)
 
     hd = dim // heads
@@ -205,12 +205,12 @@ def test_kv_cache_overflow_is_a_clear_error() -> None:
 
 def test_length_laws_beyond_the_paper_at_known_points() -> None:
     n = torch.tensor([1, 8, 64, 8 * 8, 24])
-    qwen = length_term(VariantConfig(scale="qwen_log_n"), n, None, train_len=8)
+    qwen = variant_term(VariantConfig(scale="qwen_log_n"), n, None, train_len=8)
     torch.testing.assert_close(qwen, torch.tensor([1.0, 1.0, 2.0, 2.0, math.log(24, 8)]))
-    llama = length_term(VariantConfig(scale="llama4", beta=0.1), n, None, train_len=8)
+    llama = variant_term(VariantConfig(scale="llama4", beta=0.1), n, None, train_len=8)
     want = [1.0, 1 + 0.1 * math.log(2), 1 + 0.1 * math.log(9), 1 + 0.1 * math.log(9)]
     torch.testing.assert_close(llama, torch.tensor([*want, 1 + 0.1 * math.log(4)]))
-    root = length_term(VariantConfig(scale="sqrt_log_n"), n, None, train_len=8)
+    root = variant_term(VariantConfig(scale="sqrt_log_n"), n, None, train_len=8)
     torch.testing.assert_close(root, torch.log(n.double()).sqrt().float())
 
 

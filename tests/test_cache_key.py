@@ -1,6 +1,6 @@
 """The node fingerprint is the cache key: a change to the code a stage runs, or to the data it
 reads, must rerun exactly the nodes it reaches and their descendants, and a change to code that
-shapes no result (ssmax.pipeline.code.NO_RESULT) must rerun none. Without these tests the
+shapes no result (ssmax.pipeline.stage_code.NO_RESULT) must rerun none. Without these tests the
 fingerprint could drop its code hash or its data manifest and every other test would stay green:
 the others change only config.
 
@@ -53,7 +53,7 @@ def tree(tmp_path: Path) -> Path:
     for name in BESIDE_SRC:
         (root / name).symlink_to(REPO / name, target_is_directory=True)
     # what the fingerprints hash: the copy's modules, else the tests would plan the real tree
-    where = "from ssmax.pipeline.code import PACKAGE; print(PACKAGE)"
+    where = "from ssmax.pipeline.stage_code import PACKAGE; print(PACKAGE)"
     out = subprocess.run([sys.executable, "-c", where], env=_env(root), capture_output=True,
                          text=True, check=True, timeout=120).stdout  # fmt: skip
     assert Path(out.strip()) == (root / "src" / "ssmax").resolve(), out
@@ -160,7 +160,7 @@ def test_a_local_data_file_edited_in_place_changes_the_key(
 ) -> None:
     """Local files in the paper's formats are named by path in the config; editing one in place
     (same name) must change the key of the nodes that read it, and nothing else must."""
-    from ssmax.config import compose
+    from ssmax.config.compose import compose
     from ssmax.pipeline.fingerprint import fingerprint
     from ssmax.pipeline.run import stage_spec
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ssmax.config import model_config, variant_config
-from ssmax.lit.module import LitLM
+from ssmax.config.compose import model_config, variant_config
+from ssmax.lit.lightning_module import LitLM
 from tests.conftest import make_cfg
 
 STEPS, CLIP = 3, 1e-2  # a clip far under the smoke model's gradient norm: it acts every step

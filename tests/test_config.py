@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from ssmax.config import CONF_DIR, ConfigError, check_cli_choices, check_override_keys, validate
+from ssmax.config.compose import CONF_DIR, ConfigError, check_cli_choices, check_override_keys
+from ssmax.preflight.settings import validate
 from tests.conftest import PRESETS, VARIANTS, make_cfg
 
 

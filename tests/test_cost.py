@@ -193,7 +193,7 @@ def test_gpu1_is_the_paper_cut_to_one_gpu_day(tmp_path: Path) -> None:
     whole pipeline at the rates measured on an H100 (bench/throughput.json) <= 24 GPU-hours."""
     from omegaconf import OmegaConf
 
-    from ssmax.config import compose
+    from ssmax.config.compose import compose
     from ssmax.report.build import settings_from_cfg
 
     base, jobs = plan(["preset=gpu1", f"paths.output_dir={tmp_path}"])

@@ -1,11 +1,11 @@
-"""trainer.cpu_isa (ssmax.cpu): a pretraining node gives the same weights, bit for bit, whatever
-the CPU's kernels would have been and however many cores the node could have had. Another CPU
-is stood in for by the variables that steer PyTorch's, MKL's and oneDNN's dispatch (here an
-AVX-512 CPU; a CPU without it takes other code the same way) and by the node's threads (2 or
-1: what the local executor gives a node on 2 cores with 1 or 2 workers). The node runs in the
-pipeline's own process (executor=inprocess, threads from OMP_NUM_THREADS): a local worker's
-forkserver would import the stages again first (~12 s a run), and the threads a node gets are
-the same either way (ssmax.pipeline.run.execute_node)."""
+"""trainer.cpu_isa (ssmax.host.cpu_isa): a pretraining node gives the same weights, bit for bit,
+whatever the CPU's kernels would have been and however many cores the node could have had. Another
+CPU is stood in for by the variables that steer PyTorch's, MKL's and oneDNN's dispatch (here an
+AVX-512 CPU; a CPU without it takes other code the same way) and by the node's threads (2 or 1: what
+the local executor gives a node on 2 cores with 1 or 2 workers). The node runs in the pipeline's own
+process (executor=inprocess, threads from OMP_NUM_THREADS): a local worker's forkserver would import
+the stages again first (~12 s a run), and the threads a node gets are the same either way
+(ssmax.pipeline.run.execute_node)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ and no temporary file of an atomic write in any node folder.
 The kills come from hooks, not timers. The pipeline starts with a sitecustomize.py (written
 here, on its PYTHONPATH; the forkserver and its workers inherit it) that SIGKILLs a process
 when it is about to rename the K-th file matching a pattern into place (an atomic write's last
-act: ssmax.io), or has just opened such a file for writing in place (a write that is not
+act: ssmax.files.atomic), or has just opened such a file for writing in place (a write that is not
 atomic). A kill in the pipeline process takes its whole process group (the forkserver, a
 worker), as a lost machine would; a kill in a worker takes the worker alone, and the pipeline
 goes on and reports it failed. A training node is also killed mid-step (tests.faults.KillAt).

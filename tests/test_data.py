@@ -14,11 +14,12 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.config.schema import DataConfig, FactsConfig
 from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha, load_documents
 from ssmax.data.lm import test_sequences
-from ssmax.data.module import LMDataModule
+from ssmax.data.lm_module import LMDataModule
 from ssmax.data.packing import EpochShuffleSampler, pack
-from ssmax.data.sft import (
+from ssmax.data.sft_batches import (
     IGNORE,
     encode_example,
     prompt_ids,
@@ -29,7 +30,6 @@ from ssmax.data.sft_module import SFTDataModule
 from ssmax.data.squad import load_squad
 from ssmax.data.squad_gen import generate_squad
 from ssmax.data.tokenizer import GPT2_FILES, bpe_path, load_tokenizer
-from ssmax.schema import DataConfig, FactsConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 GPT2_URL = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"

@@ -12,11 +12,11 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.config.schema import DataConfig
 from ssmax.data.corpus import load_documents
 from ssmax.data.hub import DataUnavailableError
-from ssmax.data.module import LMDataModule
+from ssmax.data.lm_module import LMDataModule
 from ssmax.data.squad import load_squad
-from ssmax.schema import DataConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 UNREACHABLE = "http://127.0.0.1:9"  # discard port: connection refused at once

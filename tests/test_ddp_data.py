@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from ssmax.config import compose
-from ssmax.data.module import LMDataModule
+from ssmax.config.compose import compose
+from ssmax.data.lm_module import LMDataModule
 from tests.ddp_helpers import run, slimpajama_files, step_rows, streaming, train_command
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ssmax.config.variants import names
 from ssmax.model import laws
-from ssmax.variants import names
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

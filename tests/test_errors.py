@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.config import ConfigError
+from ssmax.config.compose import ConfigError
 from ssmax.model import ModelConfig, Transformer, VariantConfig
 from ssmax.pipeline.__main__ import main as pipeline_main
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError, model_config, variant_config
 from ssmax.evals.needle_score import attention_rows
 from ssmax.evals.niah import greedy_decode
 from ssmax.evals.per_position_loss import per_position_loss
 from ssmax.model import Transformer
-from ssmax.stages import common
-from ssmax.stages.common import load_model
+from ssmax.stages import context
+from ssmax.stages.context import load_model
 from tests.conftest import make_cfg
 
 CUDA = torch.cuda.is_available()
@@ -42,7 +42,7 @@ def test_gpu_asked_for_and_missing_is_refused(weights: Path, accelerator: str) -
 
 def test_unknown_accelerator_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"trainer.accelerator='tpu'; allowed: \('auto'"):
-        common.eval_device(make_cfg("preset=smoke", "trainer.accelerator=tpu"))
+        context.eval_device(make_cfg("preset=smoke", "trainer.accelerator=tpu"))
 
 
 def _loss_as_before(model: Transformer, sequences: torch.Tensor, chunk: int) -> torch.Tensor:

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ssmax.config import compose, model_config, variant_config
+from ssmax.config.compose import compose, model_config, variant_config
 from ssmax.evals.copying import copy_gain
 from ssmax.model import Transformer
 

@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig
 
 from ssmax.data.lm import test_texts
-from ssmax.data.sft import prompt_ids
+from ssmax.data.sft_batches import prompt_ids
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
 from ssmax.evals import scaled_rope_theta
 from ssmax.evals.haystack import (

@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError, model_config, variant_config
 from ssmax.data.lm import test_texts
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import scaled_rope_theta
@@ -350,7 +350,7 @@ def test_stage_export_names_the_trained_node_and_its_fingerprint(
     # the export stage's ssmax.json: the node that trained the weights, and the fingerprint the
     # runner gives the stage with its inputs' outputs
     from ssmax.stages import export
-    from ssmax.stages.common import StageContext
+    from ssmax.stages.context import StageContext
 
     model, cfg, _ = exported["b_ssmax"]
     name, fingerprint = "sft/b_ssmax/seed0", "9a004d568695fa99" + "0" * 48
@@ -368,7 +368,7 @@ def test_export_fingerprint_covers_the_shipped_law_and_plan_needs_no_transformer
     import subprocess
     import sys
 
-    from ssmax.pipeline.code import stage_code
+    from ssmax.pipeline.stage_code import stage_code
 
     code = set(stage_code("export"))
     assert {"export/modeling_ssmax.py", "export/hf.py", "model/attention.py",
@@ -386,7 +386,7 @@ PROMPT = "The special magic Tokyo number is: 8106422.\nWhat is the special magic
 @pytest.mark.slow
 def test_smoke_pipeline_exports_every_variant(smoke_pipeline: list[str]) -> None:
     from ssmax.pipeline.run import plan
-    from ssmax.stages.common import load_model
+    from ssmax.stages.context import load_model
 
     cfg, jobs = plan(smoke_pipeline)
     by_name = {j.name: j for j in jobs}
@@ -451,7 +451,7 @@ def test_registered_version_loads_back_and_predicts(smoke_pipeline: list[str]) -
     from mlflow import MlflowClient
 
     from ssmax.pipeline.run import plan
-    from ssmax.stages.common import load_model
+    from ssmax.stages.context import load_model
     from ssmax.tracking import tracking_uri
     from ssmax.tracking.models import logged_model_id
 

@@ -10,14 +10,14 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import compose
+from ssmax.config.compose import compose
+from ssmax.config.schema import DataConfig
 from ssmax.data.fact_spec import FactSpec, check_spec, spec_from_cfg
 from ssmax.data.facts import FactPlanter
 from ssmax.data.lm import packed_rows
-from ssmax.data.module import LMDataModule
+from ssmax.data.lm_module import LMDataModule
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals.haystack import CITIES, NEEDLE, random_needle
-from ssmax.schema import DataConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,9 +12,9 @@ import torch
 from mlflow import MlflowClient
 
 from ssmax.lit.guards import TrainingDiverged
+from ssmax.lit.trainer import RUN_ID_FILE, train
 from ssmax.tracking import tracking_uri
 from ssmax.tracking.datasets import dataset_inputs
-from ssmax.training import RUN_ID_FILE, train
 from tests.conftest import make_cfg
 
 POISON = "trainer.callbacks=[{_target_:tests.faults.PoisonAt,step:15}]"

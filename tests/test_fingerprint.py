@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import compose
+from ssmax.config.compose import compose
 from ssmax.pipeline import fingerprint as fp
-from ssmax.pipeline.code import PACKAGE, _imported, no_result
 from ssmax.pipeline.run import stage_spec
+from ssmax.pipeline.stage_code import PACKAGE, _imported, no_result
 
 # modules whose code shapes what a node writes (the model, the data, the evals, the stages, the
 # report, the variants and their config; tracking/models.py: what export registers in MLflow)
 RESULT_CODE = ("model/", "data/", "evals/", "lit/", "report/", "export/", "stages/",
-               "weights.py", "training.py", "variants.py", "config.py", "compiling.py",
-               "devices.py", "tracking/models.py")  # fmt: skip
+               "config/compose.py", "config/variants.py", "preflight/settings.py",
+               "preflight/weights.py", "host/compiling.py", "host/devices.py",
+               "tracking/models.py")  # fmt: skip
 
 
 def key(module: str, cfg: DictConfig, inputs: tuple[str, ...] = ()) -> str:

@@ -1,4 +1,4 @@
-"""ssmax.io: a file or folder appears whole or not at all, and nothing is left behind."""
+"""ssmax.files.atomic: a file or folder appears whole or not at all, and nothing is left behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.io import (
+from ssmax.files.atomic import (
     atomic_copy,
     atomic_dir,
     atomic_open,

@@ -1,4 +1,5 @@
-"""The shape of src/: no import cycle (top-level or inside functions) and no file over 400 lines."""
+"""The shape of src/: no import cycle (top-level or inside functions), no import up a floor and
+no file over 400 lines."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from tests.conftest import modules_after
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 MAX_LINES = 400
+# the packages from the bottom floor up (docs/development.md, Layout); the entry points (train.py,
+# each __main__.py) sit above them all and may import from any floor
+FLOORS = ("model", "files", "config", "host", "data", "tracking", "evals", "preflight", "lit",
+          "export", "report", "stages", "pipeline")  # fmt: skip
 
 
 def modules() -> dict[str, Path]:
@@ -61,6 +66,27 @@ def test_no_import_cycles() -> None:
             visit(name)
 
 
+def floor(name: str) -> int:
+    """A module's floor: its package's place in FLOORS; an entry point's is above them all."""
+    parts = name.split(".")
+    if parts[-1] == "__main__" or parts[1] not in FLOORS:  # the root holds entry points only
+        return len(FLOORS)
+    return FLOORS.index(parts[1])
+
+
+def test_no_import_runs_up_a_floor() -> None:
+    """A library module imports from its own floor or lower ones (TYPE_CHECKING blocks and
+    imports inside functions count too)."""
+    mods = modules()
+    up = [
+        f"{name} -> {dep}"
+        for name, path in mods.items()
+        for dep in sorted(imports(path, name, set(mods)))
+        if floor(dep) > floor(name)
+    ]
+    assert not up, up
+
+
 def test_no_file_in_src_is_over_400_lines() -> None:
     long = {
         str(p.relative_to(SRC)): n
@@ -70,12 +96,12 @@ def test_no_file_in_src_is_over_400_lines() -> None:
     assert not long, f"over {MAX_LINES} lines: {long}"
 
 
-def test_atomic_writes_go_through_ssmax_io() -> None:
-    """One atomic-write helper (ssmax.io): no hand-written temp-file-and-rename elsewhere."""
+def test_atomic_writes_go_through_files_atomic() -> None:
+    """One atomic-write helper (files/atomic.py): no hand-written temp-file-and-rename elsewhere."""
     hand_written = [
         f"{path.relative_to(SRC)}:{i}"
         for path in modules().values()
-        if path.name != "io.py"
+        if path.name != "atomic.py"
         for i, line in enumerate(path.read_text().splitlines(), 1)
         if "os.replace(" in line or ".rename(" in line or '.tmp"' in line
     ]
@@ -83,8 +109,8 @@ def test_atomic_writes_go_through_ssmax_io() -> None:
 
 
 def test_theta_is_scaled_in_one_place() -> None:
-    """RoPE theta x rope_factor: ssmax.evals.common (scaled_theta, scaled_rope_theta) only."""
-    allowed = {"evals/common.py", "model/transformer.py"}  # the mechanism; the model's own init
+    """RoPE theta x rope_factor: ssmax.evals.inference (scaled_theta, scaled_rope_theta) only."""
+    allowed = {"evals/inference.py", "model/transformer.py"}  # the mechanism; the model's own init
     setters = [
         f"{path.relative_to(SRC / 'ssmax')}:{i}"
         for path in modules().values()

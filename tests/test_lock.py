@@ -1,7 +1,7 @@
 """Concurrent invocations: one pipeline run per output folder (a second says who holds it, or
 waits with --wait and then finds the work cached: no node runs twice), `status` reads while a
 run goes on, the MLflow store is created once when several processes open it at once, and
-the blocking lock (ssmax.locks.exclusive) waits for its holder."""
+the blocking lock (ssmax.files.flock.exclusive) waits for its holder."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from ssmax.files.flock import exclusive
 from ssmax.lit.hold import held_marker
-from ssmax.locks import exclusive
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.lock import BUSY, lock_path, pipeline_lock
+from ssmax.pipeline.run_lock import BUSY, lock_path, pipeline_lock
 from tests.conftest import make_cfg
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmax.config import model_config, variant_config
-from ssmax.lit.module import LitLM
+from ssmax.config.compose import model_config, variant_config
+from ssmax.lit.lightning_module import LitLM
 from ssmax.model import Transformer
 from ssmax.model.loss import IGNORE, model_loss
 from tests.conftest import VARIANTS, make_cfg

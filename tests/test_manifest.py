@@ -18,8 +18,8 @@ import pytest
 from mlflow import MlflowClient
 
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.code import no_result
 from ssmax.pipeline.run import plan
+from ssmax.pipeline.stage_code import no_result
 from ssmax.pipeline.state import node_dir, read_pipeline_run
 from ssmax.report.__main__ import main as report_main
 from ssmax.tracking import tracking_uri

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from ssmax.config import model_config, variant_config
-from ssmax.lit.module import lr_factor, param_groups
+from ssmax.config.compose import model_config, variant_config
+from ssmax.lit.lightning_module import lr_factor, param_groups
 from ssmax.model import ModelConfig, Transformer, count_parameters, inv_mean_log_n, load_backbone
 from tests.conftest import make_cfg
 

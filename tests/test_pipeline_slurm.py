@@ -377,9 +377,9 @@ def test_bad_profile_fails_before_submitting(
 
 def where_code_is() -> tuple[str, str]:
     """Run in a job: where the job imported ssmax and its configs from."""
-    import ssmax.config  # ssmax is a namespace package: its modules tell where they came from
+    import ssmax.config.compose  # ssmax is a namespace package: its modules tell where they're from
 
-    return ssmax.config.__file__, str(ssmax.config.CONF_DIR)
+    return ssmax.config.compose.__file__, str(ssmax.config.compose.CONF_DIR)
 
 
 def test_snapshot_jobs_import_the_code_as_submitted(slurm_cluster, tmp_path: Path) -> None:
@@ -398,5 +398,5 @@ def test_snapshot_jobs_import_the_code_as_submitted(slurm_cluster, tmp_path: Pat
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the job need not find `tests`
     job = slurm_executor._executor(cfg, res, "where", [], "afterok").submit(where_code_is)
     module, conf = job.result()
-    assert module == str(snap / "src" / "ssmax" / "config.py")
+    assert module == str(snap / "src" / "ssmax" / "config" / "compose.py")
     assert conf == str(snap / "conf") and not conf.startswith(str(REPO / "conf"))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-from ssmax.config import ConfigError, validate
+from ssmax.config.compose import ConfigError
 from ssmax.pipeline.run import execute_node, plan
+from ssmax.preflight.settings import validate
 from tests.conftest import make_cfg
 
 

@@ -222,7 +222,7 @@ def test_settings_say_whether_another_cpu_gives_the_same_numbers() -> None:
 
     pinned = details("preset=tiny")["CPU kernels"]
     assert pinned.startswith("pinned to avx2 (trainer.cpu_isa): the same numbers, bit for bit")
-    assert "may differ there" in pinned  # not shown across machines (ssmax.cpu)
+    assert "may differ there" in pinned  # not shown across machines (ssmax.host.cpu_isa)
     own = details("preset=smoke", "trainer.cpu_isa=null")["CPU kernels"]
     assert "a verdict near its interval's edge may differ there" in own
     assert "CPU kernels" not in details("preset=paper")

@@ -1,4 +1,4 @@
-"""The typed schema (ssmax.schema): every field documented, wrong types and unknown keys fail
+"""The typed schema (ssmax.config.schema): every field documented, wrong types and unknown keys fail
 in one line on compose, ranges and choices come from the schema's rules."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from ssmax import schema
-from ssmax.config import ConfigError, check_compose, compose, first_choices, validate
+from ssmax.config import schema
+from ssmax.config.compose import ConfigError, compose, first_choices
+from ssmax.config.rules import describe
 from ssmax.model import attention, transformer
-from ssmax.schema_rules import describe
+from ssmax.preflight.settings import check_compose, validate
 
 
 def _documented_fields(module: object) -> list[tuple[str, str, bool]]:
@@ -98,7 +99,7 @@ def test_describe_and_first_choices() -> None:
 
 
 def test_variant_facts_take_the_schema_defaults() -> None:
-    from ssmax.variants import facts
+    from ssmax.config.variants import facts
 
     b = facts("b_ssmax")  # its YAML names letter, label, colour; the rest is (a)'s or default
     assert (b.evals, b.pretrain, b.start) == (True, "full", None)
@@ -123,8 +124,8 @@ def test_slurm_multirun_profile_merges_into_the_typed_executor() -> None:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    from ssmax.config import CONF_DIR
-    from ssmax.resolvers import register_resolvers
+    from ssmax.config.compose import CONF_DIR
+    from ssmax.pipeline.slurm.launcher import register_resolvers
 
     register_resolvers()
     overrides = ["hydra/launcher=ssmax_slurm", "+executor/slurm/profile=local", "preset=smoke"]

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.config import ConfigError
+from ssmax.config.compose import ConfigError
 from ssmax.data.corpus import load_documents
 from ssmax.data.lm import packed_rows
-from ssmax.data.module import LMDataModule
+from ssmax.data.lm_module import LMDataModule
 from ssmax.data.packing import pack
 from ssmax.data.prepare import main as prepare_main
 from ssmax.data.shards import TokenShards, read_manifest

@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigAttributeError
 
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.code import PACKAGE, module_file, no_result, stage_code
 from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import only_keys, plan, stage_spec
+from ssmax.pipeline.stage_code import PACKAGE, module_file, no_result, stage_code
 from ssmax.tracking import tracking_uri
 from tests.conftest import modules_after
 
@@ -37,19 +37,21 @@ def test_every_declared_stage_has_a_spec(name: str) -> None:
 def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> None:
     report, pretrain, rope = stage_code("report"), stage_code("pretrain"), stage_code("rope")
     # function-level imports (the report's build, training's data modules) are followed
-    assert {"report/claims.py", "report/render.py", "variants.py"} <= set(report)
-    assert {"training.py", "model/attention.py", "data/lm.py", "data/needle.py",
-            "lit/module.py", "config.py"} <= set(pretrain)  # fmt: skip
-    assert "weights.py" in pretrain  # read_weights loads the weights (e) and SFT start from
+    assert {"report/claims.py", "report/render.py", "config/variants.py"} <= set(report)
+    assert {"lit/trainer.py", "model/attention.py", "data/lm.py", "data/needle.py",
+            "lit/lightning_module.py", "config/compose.py"} <= set(pretrain)  # fmt: skip
+    # read_weights loads the weights (e) and SFT start from
+    assert "preflight/weights.py" in pretrain
     # SFT's data and the input-file checks (SQuAD's among them) are not pretraining's code
-    assert not {"inputs.py", "data/sft.py", "data/sft_module.py", "data/squad.py"} & set(pretrain)
-    assert {"data/sft.py", "data/sft_module.py", "data/squad.py"} <= set(stage_code("sft"))
+    assert not {"preflight/input_files.py", "data/sft_batches.py", "data/sft_module.py",
+                "data/squad.py"} & set(pretrain)  # fmt: skip
+    assert {"data/sft_batches.py", "data/sft_module.py", "data/squad.py"} <= set(stage_code("sft"))
     # logging, locks, atomic writes, validation: a change there keeps every cached result
     for code in (report, pretrain, rope):
         assert not [f for f in code if f.startswith(("tracking/", "pipeline/")) or f in
-                    ("io.py", "locks.py", "schema_rules.py")]  # fmt: skip
+                    ("files/atomic.py", "files/flock.py", "config/rules.py")]  # fmt: skip
     assert not [f for f in pretrain if f.startswith(("evals/", "report/"))]
-    assert "stages/common.py" not in rope  # imported under TYPE_CHECKING only
+    assert "stages/context.py" not in rope  # imported under TYPE_CHECKING only
     # what the export registers in MLflow is its result; the rest of tracking/ is not
     export = stage_code("export")
     assert "tracking/models.py" in export and "tracking/__init__.py" not in export
@@ -58,7 +60,7 @@ def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> No
 @pytest.mark.parametrize("module", ["pretrain", "eval_niah", "report"])
 def test_stage_code_holds_every_module_an_import_loads(module: str) -> None:
     # What importing the stage really loads (module level; the AST also follows function-level
-    # imports) is in its code, unless it shapes no result (ssmax.pipeline.code.NO_RESULT).
+    # imports) is in its code, unless it shapes no result (ssmax.pipeline.stage_code.NO_RESULT).
     loaded = {module_file(m) for m in modules_after(f"import ssmax.stages.{module}")} - {None}
     files = {f.relative_to(PACKAGE).as_posix() for f in loaded}
     kept = {f for f in files if not no_result(f)}

@@ -1,9 +1,9 @@
-"""System metrics (ssmax.tracking.system, tracking.system_metrics): on by default, every node's
-run of the smoke pipeline, training and eval alike, holds CPU, memory, disk and network
-samples (a node shorter than the interval too: the last window is logged at stop); off, a
-training run holds none; the sampler hands each window to its log and ends in bounded time; a
-window's CPU reading covers that window; a resumed run's steps go on; a two-node run (two
-torchrun "nodes" on this machine) holds each node's metrics under its label."""
+"""System metrics (ssmax.tracking.system_metrics; the setting tracking.system_metrics): on by
+default, every node's run of the smoke pipeline, training and eval alike, holds CPU, memory, disk
+and network samples (a node shorter than the interval too: the last window is logged at stop); off,
+a training run holds none; the sampler hands each window to its log and ends in bounded time; a
+window's CPU reading covers that window; a resumed run's steps go on; a two-node run (two torchrun
+"nodes" on this machine) holds each node's metrics under its label."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from ssmax.pipeline.code import no_result
+from ssmax.lit.trainer import train
 from ssmax.pipeline.run import plan
-from ssmax.report.system import node_rows
+from ssmax.pipeline.stage_code import no_result
+from ssmax.report.system_table import node_rows
 from ssmax.tracking import default_store, tracking_uri
-from ssmax.tracking.system import STOP_WAIT_S, SystemMetrics, node_label
-from ssmax.training import train
+from ssmax.tracking.system_metrics import STOP_WAIT_S, SystemMetrics, node_label
 from tests.conftest import make_cfg
 from tests.ddp_helpers import ROOT, RUN, free_port
 
@@ -47,7 +47,9 @@ def test_the_sampler_logs_each_window_and_the_last_at_stop() -> None:
 
 def test_the_samplers_shape_no_result() -> None:
     # their code is left out of every fingerprint (tracking.* settings are: test_fingerprint)
-    assert no_result("tracking/system.py") and no_result("tracking/node_system.py")
+    assert no_result("tracking/system_metrics.py") and no_result(
+        "tracking/system_metrics_callback.py"
+    )
 
 
 def test_a_window_s_cpu_reading_covers_that_window() -> None:
@@ -55,7 +57,7 @@ def test_a_window_s_cpu_reading_covers_that_window() -> None:
     # window's start, a fresh process's first window said 0 % however busy it was
     script = """
 import threading
-from ssmax.tracking.system import SystemMetrics
+from ssmax.tracking.system_metrics import SystemMetrics
 logged, done = [], threading.Event()
 monitor = SystemMetrics(lambda m, s: (logged.append(m), done.set()), interval_s=0.2).start()
 while not done.is_set():  # busy through the first window

@@ -293,7 +293,7 @@ def test_nodes_creating_the_experiment_at_once_share_it(
 
     from mlflow.exceptions import MlflowException
 
-    from ssmax.config import compose
+    from ssmax.config.compose import compose
     from ssmax.tracking import ensure_experiment
 
     uri = tracking_server.uri

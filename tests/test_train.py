@@ -9,10 +9,10 @@ import torch
 from mlflow import MlflowClient
 
 from ssmax.data.sft_module import sft_datamodule
+from ssmax.lit.trainer import train
 from ssmax.model import inv_mean_log_n
+from ssmax.preflight.weights import read_weights
 from ssmax.tracking import tracking_uri
-from ssmax.training import train
-from ssmax.weights import read_weights
 from tests.conftest import make_cfg
 
 SCRATCH = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]
@@ -73,7 +73,7 @@ def test_pretrain_logs_to_mlflow(
 
 
 def test_swap_after_pretrain_needs_softmax_weights(out_dir: Path, shared_cache: Path) -> None:
-    from ssmax.config import ConfigError
+    from ssmax.config.compose import ConfigError
 
     with pytest.raises(ConfigError, match="set init_from="):
         train(smoke_cfg(out_dir, shared_cache, "e_swap_after_pretrain"))

@@ -2,7 +2,7 @@
 
 The command line only: check the overrides and the files they name (one line and exit 2 on a
 bad one, before any work; SSMAX_DEBUG=1 shows the traceback),
-then hand the composed config to ssmax.training.train, which assembles the data, the model,
+then hand the composed config to ssmax.lit.trainer.train, which assembles the data, the model,
 the Lightning Trainer, its logger and callbacks, and fits. Prints the resolved config with
 `--cfg job`; `-m` sweeps (hydra/launcher=ssmax_slurm: one SLURM job per run).
 """
@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, NoReturn
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, check_cli_choices, check_compose, check_override_keys, debug
-from ssmax.devices import uses_cuda
-from ssmax.inputs import check_inputs
-from ssmax.resolvers import launcher_value, register_resolvers
+from ssmax.config.compose import ConfigError, check_cli_choices, check_override_keys, debug
+from ssmax.host.devices import uses_cuda
+from ssmax.pipeline.slurm.launcher import launcher_value, register_resolvers
+from ssmax.preflight.input_files import check_inputs
+from ssmax.preflight.settings import check_compose
 from ssmax.tracking.reach import check_tracking
 
 if TYPE_CHECKING:  # training imports Lightning: only when it trains
-    from ssmax.training import DataModuleFor
+    from ssmax.lit.trainer import DataModuleFor
 
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
 register_resolvers()
@@ -66,7 +67,7 @@ def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
         from ssmax.data.sft_module import sft_datamodule
 
         return sft_datamodule
-    from ssmax.data.module import lm_datamodule
+    from ssmax.data.lm_module import lm_datamodule
 
     return lm_datamodule
 
@@ -75,7 +76,7 @@ def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
 def _hydra_main(cfg: DictConfig) -> None:
     from ssmax.data.hub import DataUnavailableError
     from ssmax.lit.guards import TrainingDiverged
-    from ssmax.training import train
+    from ssmax.lit.trainer import train
 
     _log_once()
     try:

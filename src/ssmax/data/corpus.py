@@ -14,7 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ssmax.data.hub import offline, require_hub
-from ssmax.io import atomic_write_bytes
+from ssmax.files.atomic import atomic_write_bytes
 
 SPLITS = ("train", "validation", "test")
 EMBEDDED_FILE = Path(__file__).resolve().parents[3] / "data" / "embedded" / "austen.jsonl.xz"

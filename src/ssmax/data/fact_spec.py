@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ssmax.config.schema import FactsConfig
 from ssmax.data.needle import CITIES, NEEDLE
-from ssmax.schema import FactsConfig
 
 # The needle's words, which no planted template may contain: the eval's phrasing stays unseen.
 NEEDLE_WORDS = ("special", "magic", "number")
@@ -16,8 +16,8 @@ NEEDLE_WORDS = ("special", "magic", "number")
 
 @dataclass(frozen=True)
 class FactSpec:
-    """data.facts as the planter reads it (its keys, defaults and docs: ssmax.schema.FactsConfig);
-    FactSpec() is planting off."""
+    """data.facts as the planter reads it (its keys, defaults and docs:
+    ssmax.config.schema.FactsConfig); FactSpec() is planting off."""
 
     fraction: float = FactsConfig.fraction  # share of training rows that carry facts (0: off)
     facts_per_row: int = FactsConfig.facts_per_row  # facts in a row of the training length

@@ -1,5 +1,5 @@
 """Pretraining data: cached tokenization, packed rows, long held-out sequences (the evals read
-these without importing Lightning; the training datamodule is ssmax.data.module)."""
+these without importing Lightning; the training datamodule is ssmax.data.lm_module)."""
 
 from __future__ import annotations
 

@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, check_cli_choices, compose
+from ssmax.config.compose import ConfigError, check_cli_choices, compose
 from ssmax.data.corpus import embedded_jsonl, embedded_sha, split_of
 from ssmax.data.hub import offline
 from ssmax.data.identity import listed_files
 from ssmax.data.shards import DTYPE, FORMAT, MANIFEST, read_manifest
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
-from ssmax.io import atomic_dir, atomic_write_json
+from ssmax.files.atomic import atomic_dir, atomic_write_json
 
 SPLITS = ("train", "validation")  # the evals read the test split's text
 ENCODE_BATCH = 256  # documents per tokenizer call

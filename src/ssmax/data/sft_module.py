@@ -1,5 +1,5 @@
-"""The Lightning datamodule of SFT over the examples of ssmax.data.sft (pretraining's:
-ssmax.data.module, which imports none of this)."""
+"""The Lightning datamodule of SFT over the examples of ssmax.data.sft_batches (pretraining's:
+ssmax.data.lm_module, which imports none of this)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from functools import partial
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from ssmax.data.module import TokenizedDataModule
+from ssmax.data.lm_module import TokenizedDataModule
 from ssmax.data.packing import train_sampler
-from ssmax.data.sft import WIDTH_MULTIPLE, SFTDataset, build_sft_dataset, trim_padding
+from ssmax.data.sft_batches import WIDTH_MULTIPLE, SFTDataset, build_sft_dataset, trim_padding
 
 
 class SFTDataModule(TokenizedDataModule):
@@ -55,7 +55,7 @@ class SFTDataModule(TokenizedDataModule):
 
 
 def sft_datamodule(cfg: DictConfig, batch_size: int, compiled: bool) -> SFTDataModule:
-    """SFT's datamodule for ssmax.training.train: a compiled loss gets widths in multiples of
+    """SFT's datamodule for ssmax.lit.trainer.train: a compiled loss gets widths in multiples of
     WIDTH_MULTIPLE (a few shapes, a few graphs), an eager one exact widths."""
     return SFTDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed,
                          width_multiple=WIDTH_MULTIPLE if compiled else 1)  # fmt: skip

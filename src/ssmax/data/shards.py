@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ssmax.config import ConfigError
+from ssmax.config.compose import ConfigError
 from ssmax.data.packing import split_chunk
 from ssmax.data.tokenizer import Tokenizer
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.corpus import embedded_sha, load_embedded
-from ssmax.io import atomic_copy, atomic_write_bytes
+from ssmax.files.atomic import atomic_copy, atomic_write_bytes
 
 log = logging.getLogger(__name__)
 

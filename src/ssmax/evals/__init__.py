@@ -2,6 +2,6 @@
 needle scores (Figs. 7, 8). Every eval takes a trained ``Transformer``; the paper evaluates with
 RoPE theta x50 and no further training: ``scaled_rope_theta``, the one theta-scaling mechanism."""
 
-from ssmax.evals.common import scaled_rope_theta, scaled_theta
+from ssmax.evals.inference import scaled_rope_theta, scaled_theta
 
 __all__ = ["scaled_rope_theta", "scaled_theta"]

@@ -29,7 +29,7 @@ import numpy as np
 import regex
 
 from ssmax.data.needle import CITIES, NEEDLE, QUESTION
-from ssmax.data.sft import DEFAULT_PROMPT, prompt_ids, prompt_text
+from ssmax.data.sft_batches import DEFAULT_PROMPT, prompt_ids, prompt_text
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.evals.spans import token_finder
 

@@ -30,13 +30,13 @@ from omegaconf import DictConfig
 
 from ssmax.data.lm import test_texts
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.common import device_autocast, model_device
 from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, take_haystack
+from ssmax.evals.inference import device_autocast, model_device
 from ssmax.evals.niah import greedy_decode, score_answer
 from ssmax.model import Transformer
 from ssmax.model.attention import Attention, law_params
 from ssmax.model.laws import ADAPTIVE, attention_weights
-from ssmax.model.rope import apply_rope
+from ssmax.model.rotary import apply_rope
 
 
 def _last_row(attn: Attention, args: dict) -> torch.Tensor:

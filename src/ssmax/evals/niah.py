@@ -38,10 +38,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from ssmax.compiling import maybe_compile
 from ssmax.data.lm import test_texts
 from ssmax.data.tokenizer import Tokenizer
-from ssmax.evals.common import cache_dtype, device_autocast, model_device, prefetch
 from ssmax.evals.haystack import (
     ANSWER_TOKENS,
     NeedleSample,
@@ -50,6 +48,8 @@ from ssmax.evals.haystack import (
     random_needle,
     take_counted,
 )
+from ssmax.evals.inference import cache_dtype, device_autocast, model_device, prefetch
+from ssmax.host.compiling import maybe_compile
 from ssmax.model import KVCache, Transformer
 
 DEPTHS = (0.1, 0.3, 0.5, 0.7, 0.9)

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from ssmax.compiling import maybe_compile
-from ssmax.evals.common import device_autocast, model_device
+from ssmax.evals.inference import device_autocast, model_device
+from ssmax.host.compiling import maybe_compile
 from ssmax.model import Transformer
 from ssmax.model.loss import token_losses
 

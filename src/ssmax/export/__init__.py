@@ -8,7 +8,7 @@ import importlib.util
 
 def require_transformers() -> None:
     """transformers is the optional group [hf]: say so in one line where it is missing."""
-    from ssmax.config import ConfigError
+    from ssmax.config.compose import ConfigError
 
     if importlib.util.find_spec("transformers") is None:
         raise ConfigError("the export needs transformers: pip install -e '.[hf]' (make setup "

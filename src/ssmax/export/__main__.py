@@ -19,7 +19,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, debug
+from ssmax.config.compose import ConfigError, debug
 from ssmax.export import require_transformers
 
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         args, overrides = parser.parse_known_args(argv)
         require_transformers()
         from ssmax.export.folder import check_rope_factor, trained_model, write_export
-        from ssmax.weights import read_weights
+        from ssmax.preflight.weights import read_weights
 
         bad = [o for o in overrides if o.startswith("-") or "=" not in o]
         if bad or (args.weights and overrides):

@@ -23,13 +23,13 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError, model_config, variant_config
 from ssmax.data.tokenizer import EOS_TEXT, bpe_path, load_tokenizer
 from ssmax.evals.haystack import ANSWER_TOKENS
 from ssmax.export import modeling_ssmax
 from ssmax.export.hf import to_transformers
 from ssmax.export.modeling_ssmax import SSMaxLlamaForCausalLM
-from ssmax.io import atomic_dir
+from ssmax.files.atomic import atomic_dir
 from ssmax.model import Transformer, laws
 
 PROVENANCE = "ssmax.json"
@@ -61,7 +61,7 @@ def hf_tokenizer(data_cfg: DictConfig) -> Any:
 
 def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
     """The configured Transformer with exactly these weights (the law's s, b, p_n included)."""
-    from ssmax.weights import check_fits, read_weights
+    from ssmax.preflight.weights import check_fits, read_weights
 
     state = read_weights(weights, key="--weights")
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from ssmax.io import set_aside
+from ssmax.files.atomic import set_aside
 
 CORRUPT = "corrupt"  # last.ckpt -> last.ckpt.corrupt-<unix time>
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import lightning as L
 
+from ssmax.host.ranks import global_rank
 from ssmax.lit.resume import active_deferral
-from ssmax.ranks import global_rank
 
 
 def held_marker(run_dir: str | Path, step: int) -> Path:

@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import MLFlowLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ssmax.io import atomic_torch_save, atomic_write_json
+from ssmax.files.atomic import atomic_torch_save, atomic_write_json
 from ssmax.tracking.client import Client
 from ssmax.tracking.liveness import CLOSED, process_tags
 

@@ -54,11 +54,11 @@ from ssmax.model.laws import (
     PARAMS,
     SCORE_LAWS,
     SCORE_PARAMS,
+    length_term,
     score_mod,
 )
 from ssmax.model.laws import attention as explicit_attention
-from ssmax.model.laws import length_term as law_term
-from ssmax.model.rope import apply_rope
+from ssmax.model.rotary import apply_rope
 
 SCALES = ("none", *LAWS)
 PATHS = ("auto", "sdpa", "explicit", "flex")  # variant.path: how attention is computed
@@ -67,7 +67,7 @@ PATHS = ("auto", "sdpa", "explicit", "flex")  # variant.path: how attention is c
 @dataclass
 class VariantConfig:
     """The model's part of the `variant` config group (conf/variant/*.yaml; schema:
-    ssmax.schema adds the variant's `facts:`)."""
+    ssmax.config.schema adds the variant's `facts:`)."""
 
     name: str = "a_softmax"  # the option's name
     scale: str = field(default="none", metadata={"choices": SCALES})  # the length term on q
@@ -123,13 +123,13 @@ def law_params(variant: VariantConfig) -> dict[str, float]:
             **{name: getattr(variant, name) for name in names}}  # fmt: skip
 
 
-def length_term(
+def variant_term(
     variant: VariantConfig, n: torch.Tensor, p_n: torch.Tensor | None, train_len: int = 0
 ) -> torch.Tensor | None:
     """The per-position part of the multiplier (log n, p_n, ...: the variant's law in laws.py)
     in float32, or None for softmax."""
     params = {name: getattr(variant, name) for name in PARAMS}
-    return law_term(variant.scale, n, train_len=train_len, p_n=p_n, **params)
+    return length_term(variant.scale, n, train_len=train_len, p_n=p_n, **params)
 
 
 class Attention(nn.Module):

@@ -1,8 +1,8 @@
 """Next-token losses taken from the final hidden states, the LM head and the cross-entropy one
 chunk of positions at a time: the [B, T, vocab] logits never exist whole. At paper scale the bf16
 logits of one 64 x 1024 batch are 6.6 GB and their fp32 upcast twice that. Compiled with the
-model (ssmax.compiling), each chunk's head output feeds its softmax directly (docs/paper-scale.md,
-performance).
+model (ssmax.host.compiling), each chunk's head output feeds its softmax directly
+(docs/paper-scale.md, performance).
 
 Logits are upcast to float32 per chunk, and the cross-entropy is taken on [rows, vocab] (the
 [batch, vocab, positions] layout runs a slow spatial softmax kernel on CUDA).

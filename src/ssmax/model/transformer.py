@@ -8,15 +8,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ssmax.model.attention import Attention, VariantConfig, length_term
+from ssmax.model.attention import Attention, VariantConfig, variant_term
 from ssmax.model.cache import KVCache
 from ssmax.model.laws import rope_frequencies
-from ssmax.model.rope import rope_angles
+from ssmax.model.rotary import rope_angles
 
 
 @dataclass
 class ModelConfig:
-    """The `model` config group (conf/model/*.yaml; schema: ssmax.schema)."""
+    """The `model` config group (conf/model/*.yaml; schema: ssmax.config.schema)."""
 
     name: str = "tiny"  # the option's name (a preset names the one it expects)
     vocab_size: int = field(default=50257, metadata={"gt": 0})  # config: ${data.vocab_size}
@@ -125,7 +125,7 @@ class Transformer(nn.Module):
         positions = torch.arange(past, past + t, device=input_ids.device)
         cos, sin = self.rope(positions)
         n = positions + 1  # keys seen by each query under the causal mask
-        term = length_term(self.variant, n, getattr(self, "p_n", None), self.train_len)
+        term = variant_term(self.variant, n, getattr(self, "p_n", None), self.train_len)
         x = self.tok_emb(input_ids)
         for i, block in enumerate(self.layers):
             x = block(x, cos, sin, term, cache, i)

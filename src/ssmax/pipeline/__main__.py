@@ -5,7 +5,7 @@ plan    print the DAG: each node, its fingerprint and whether it is cached or wo
         what it costs (tokens, FLOPs, GPU-hours, wall time, disk: ssmax.pipeline.cost)
 status  each node's state on disk (and its SLURM job, after `run executor=slurm`)
 
-One `run` per output folder at a time (ssmax.pipeline.lock): a second one says who holds it and
+One `run` per output folder at a time (ssmax.pipeline.run_lock): a second one says who holds it and
 exits with status 3. --wait waits for that run to finish first, and under SLURM (= executor.wait=
 true) for the jobs too (`run executor=slurm` submits and returns). A bad setting or input file:
 one line, status 2; SSMAX_DEBUG=1 shows the traceback instead.
@@ -19,9 +19,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ssmax.config import ConfigError, check_cli_choices, check_override_keys, debug
+from ssmax.config.compose import ConfigError, check_cli_choices, check_override_keys, debug
 from ssmax.data.hub import DataUnavailableError
-from ssmax.pipeline.lock import BUSY, Busy, pipeline_lock
+from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
 
 
 def _close_dead(cfg: DictConfig, log: Callable[[str], None]) -> None:
@@ -85,11 +85,11 @@ def run(overrides: list[str], wait: bool = False) -> int:
 
         deliver_pending(cfg.paths.output_dir)
     if cfg.executor.kind == "slurm":  # the jobs run on the cluster's nodes, GPUs or not
-        from ssmax.pipeline.slurm.profile import check_cluster
+        from ssmax.pipeline.slurm.cluster_profile import check_cluster
 
         check_cluster()
     else:
-        from ssmax.devices import uses_cuda
+        from ssmax.host.devices import uses_cuda
 
         uses_cuda(str(cfg.trainer.accelerator))  # a GPU asked for and not here: one line
     log = lambda line: print(line, flush=True)  # noqa: E731

@@ -2,14 +2,14 @@
 
 A node is (stage, variant, seed); its inputs are upstream node names. The stage modules in
 ssmax.stages do the work; this module only says what depends on what, from the declaration
-and the variants' facts (ssmax.variants): no variant or stage is named here.
+and the variants' facts (ssmax.config.variants): no variant or stage is named here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ssmax import variants as registry
+from ssmax.config import variants as registry
 from ssmax.pipeline.declaration import START, Declaration
 
 

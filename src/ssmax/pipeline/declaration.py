@@ -80,7 +80,7 @@ def _check(decl: Declaration, path: Path) -> None:
 
 def from_scratch(decl: Declaration) -> list[str]:
     """The declared variants pretrained from scratch that get evals ((a)-(d) in the paper)."""
-    from ssmax.variants import facts
+    from ssmax.config.variants import facts
 
     return [v for v in decl.variants if facts(v).start is None and facts(v).evals]
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.pipeline.code import stage_code
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.pipeline.snapshot import snapshot
+from ssmax.pipeline.stage_code import stage_code
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")

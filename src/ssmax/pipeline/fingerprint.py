@@ -2,7 +2,7 @@
 
 It covers the config keys the stage declares it reads (its SPEC; not logging or progress
 settings), the fingerprints of its inputs, the source code of the modules the stage runs
-(derived from its imports: ssmax.pipeline.code), and the data manifest (ssmax.data.identity).
+(derived from its imports: ssmax.pipeline.stage_code), and the data manifest (ssmax.data.identity).
 Same fingerprint, same result: the node is skipped.
 """
 
@@ -15,7 +15,7 @@ from functools import cache
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.identity import data_manifest, data_shape
-from ssmax.pipeline.code import PACKAGE, stage_code
+from ssmax.pipeline.stage_code import PACKAGE, stage_code
 from ssmax.stages.spec import StageSpec
 
 FACTS = "facts"  # a variant's facts: a stage that acts on one declares it (variant.facts.<key>)

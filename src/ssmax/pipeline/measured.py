@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ssmax.io import atomic_write_json
-from ssmax.locks import exclusive
+from ssmax.files.atomic import atomic_write_json
+from ssmax.files.flock import exclusive
 
 DEFAULT_FILE = Path(__file__).resolve().parents[3] / "bench" / "throughput.json"
 KINDS = {"train": "tokens/s", "eval_loss": "s/sequence", "niah": "s/sample"}

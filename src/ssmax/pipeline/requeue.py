@@ -5,8 +5,8 @@ On a time-out (SLURM sends USR2 `executor.signal_delay_s` before the limit) or a
 `TrainingNode.checkpoint`, requeues the job (`scontrol requeue`) and exits. Before that,
 ssmax.lit.resume holds the signal until the current optimizer step ends and writes
 checkpoints/last.ckpt there; the requeued job runs `TrainingNode()` again, which resumes from
-that checkpoint (same MLflow run, same data order: ssmax.training). Lightning's own SLURM
-auto-requeue is off (ssmax.training.plugins), so nothing else requeues the job.
+that checkpoint (same MLflow run, same data order: ssmax.lit.trainer). Lightning's own SLURM
+auto-requeue is off (ssmax.lit.trainer.plugins), so nothing else requeues the job.
 
 A node requeued `executor.max_requeues` times fails at the next signal with one line saying
 so, instead of going round for ever (SLURM counts the restarts in SLURM_RESTART_COUNT).

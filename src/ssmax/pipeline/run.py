@@ -16,13 +16,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError, absolute_paths, check_override_keys, compose, validate
-from ssmax.cpu import check_pinned, on_cpu, pin_environment
-from ssmax.io import remove_temporaries
+from ssmax.config.compose import ConfigError, absolute_paths, check_override_keys, compose
+from ssmax.files.atomic import remove_temporaries
+from ssmax.host.cpu_isa import check_pinned, on_cpu, pin_environment
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
 from ssmax.pipeline.state import node_dir, read_done, read_record, write_done
+from ssmax.preflight.settings import validate
 from ssmax.stages.spec import COMMON_USES, StageSpec
 
 
@@ -118,14 +119,14 @@ def checked_targets(targets: list[str], decl: Declaration) -> list[str]:
 
 
 def _reads(cfg: DictConfig) -> object:
-    """What of a config names files to read (ssmax.inputs.check_inputs checks them)."""
+    """What of a config names files to read (preflight.input_files.check_inputs checks them)."""
     return OmegaConf.to_container(cfg.data, resolve=True), cfg.init_from, cfg.paths.output_dir
 
 
 def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     """The pipeline config and every node as a job, inputs first. Every setting and input
     file is checked first (ConfigError: one line)."""
-    from ssmax.inputs import check_inputs
+    from ssmax.preflight.input_files import check_inputs
 
     base = compose(*overrides, config_name="pipeline")
     decl = declared(base)  # compose_pipeline, keeping the declaration
@@ -171,15 +172,15 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     When several processes run the node (DDP: one SLURM task per device), each runs the stage
     (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
     the done-marker. The others return the record without writing it."""
-    from ssmax.ranks import global_rank
-    from ssmax.stages.common import StageContext
+    from ssmax.host.ranks import global_rank
+    from ssmax.stages.context import StageContext
     from ssmax.tracking import child_run, finish_run, offline, use_node_store
     from ssmax.tracking.manifest import git_commit, node_tags
-    from ssmax.tracking.system import for_run
+    from ssmax.tracking.system_metrics import for_run
 
     cfg = OmegaConf.create(job.cfg_yaml)
     isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
-    if pin_environment(isa):  # before the node's first computation (ssmax.cpu)
+    if pin_environment(isa):  # before the node's first computation (ssmax.host.cpu_isa)
         check_pinned(isa)
     if job.threads or isa:
         import torch
@@ -251,8 +252,8 @@ def adopt_resumed_run(cfg: DictConfig, directory: Path, parent_run_id: str) -> N
     """A training node that resumes reopens the MLflow run an earlier pipeline run started
     (its id in the node's folder); it becomes a child of this pipeline's run, where the node
     now runs and will finish (the earlier one, killed or failed, no longer holds it)."""
+    from ssmax.lit.trainer import RUN_ID_FILE
     from ssmax.tracking import set_tags
-    from ssmax.training import RUN_ID_FILE
 
     id_file = directory / RUN_ID_FILE
     if id_file.exists():

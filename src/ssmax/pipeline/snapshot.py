@@ -15,7 +15,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from ssmax.io import atomic_dir
+from ssmax.files.atomic import atomic_dir
 
 REPO = Path(__file__).resolve().parents[3]
 COPIED = ("src", "conf")

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ssmax.io import atomic_write_json, remove_temporaries
+from ssmax.files.atomic import atomic_write_json, remove_temporaries
 
 DONE = "done.json"
 
@@ -68,5 +68,5 @@ def read_pipeline_run(output_dir: str | Path) -> dict[str, str] | None:
 
 def remove_partial_records(output_dir: str | Path) -> list[Path]:
     """The temporaries a pipeline killed while writing its own records left; for the holder of
-    the folder's lock (ssmax.pipeline.lock), the one writer of these records."""
+    the folder's lock (ssmax.pipeline.run_lock), the one writer of these records."""
     return remove_temporaries(Path(output_dir) / "pipeline", names=(PIPELINE_RUN,), recursive=False)

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
     settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
     settings.manifest = manifest_lines(parent.data.tags, made)
-    from ssmax.report.system import system_rows
+    from ssmax.report.system_table import system_rows
     from ssmax.tracking.client import Client
 
     settings.system = system_rows(Client(uri), parent)

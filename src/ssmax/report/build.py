@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.config.variants import learns_p_n, with_starts
 from ssmax.report.claims import claims, in_scope
 from ssmax.report.design import design_rows
 from ssmax.report.figures import make_figures
@@ -18,7 +19,6 @@ from ssmax.report.metrics import PN_R2
 from ssmax.report.render import markdown, to_html
 from ssmax.report.rivals import board_json, leaderboard, rival_claims
 from ssmax.report.table import gather, rows
-from ssmax.variants import learns_p_n, with_starts
 
 
 def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:

@@ -58,6 +58,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ssmax.config.variants import by_letter, facts, learns_p_n, names
 from ssmax.report.gather import Results
 from ssmax.report.metrics import absent_reason, values_of
 from ssmax.report.multiplicity import Tested, rule
@@ -69,7 +70,6 @@ from ssmax.report.stats import (
     permutation_floor,
     robust_z,
 )
-from ssmax.variants import by_letter, facts, learns_p_n, names
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from ssmax.config.variants import facts
 from ssmax.report.gather import Design, Results
 from ssmax.report.metrics import values_of
-from ssmax.variants import facts
 
 DESIGN_COLUMNS = ["criterion (preset.design)", "over the design seeds", "met",
                   "over this run's seeds (information)"]  # fmt: skip

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ssmax.config.variants import learns_p_n
 from ssmax.report.formulas import LogFit, fig1_max_output, fig3_transformed, fit_log
 from ssmax.report.gather import Results, learned_p_n
 from ssmax.report.paper import PAPER
 from ssmax.report.plotting import FigureFile, new_figure, save
-from ssmax.variants import learns_p_n
 
 FIG1_S = 0.43
 FIG3_S = (0.43, 1.0)  # the paper does not give Fig. 3's two values of s

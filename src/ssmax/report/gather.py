@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from ssmax.variants import ordered
+from ssmax.config.variants import ordered
 
 PRETRAINED = ("pretrain", "switch")  # a variant's pretraining node is one or the other
 
 
 @dataclass(frozen=True)
 class Design:
-    """preset.design (ssmax.schema.DesignConfig): its seeds and thresholds (report.design)."""
+    """preset.design (config.schema.DesignConfig): its seeds and thresholds (report.design)."""
 
     seeds: tuple[int, ...]
     niah_at_1x: float  # every variant's mean NIAH at 1x (theta x50) at least this

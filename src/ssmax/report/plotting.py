@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ssmax.variants import label  # noqa: E402 - a variant's label is in its YAML (facts)
+from ssmax.config.variants import label  # noqa: E402 - a variant's label is in its YAML (facts)
 
 
 @dataclass

@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from ssmax.io import atomic_write_json, atomic_write_text
+from ssmax.config.variants import facts, ordered
+from ssmax.files.atomic import atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
 from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.metrics import table_names
 from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
 from ssmax.report.replicate import compare, read_table
 from ssmax.report.replicate import table as again_table
-from ssmax.variants import facts, ordered
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"

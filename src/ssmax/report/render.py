@@ -7,14 +7,14 @@ import html
 import math
 from collections.abc import Sequence
 
+from ssmax.config.variants import facts
 from ssmax.report.claims import Checked, Claim
 from ssmax.report.design import DESIGN_COLUMNS, overlap_line
 from ssmax.report.gather import Settings
 from ssmax.report.multiplicity import CORRECTION_NAMES, CORRECTIONS
 from ssmax.report.plotting import FigureFile
 from ssmax.report.rivals import Row
-from ssmax.report.system import COLUMNS as SYSTEM_COLUMNS
-from ssmax.variants import facts
+from ssmax.report.system_table import COLUMNS as SYSTEM_COLUMNS
 
 INTRO = (
     "Values are mean ± standard deviation over seeds. Losses past the training length and "

@@ -18,10 +18,10 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ssmax.config.variants import facts
 from ssmax.report.claims import Checked, claims
 from ssmax.report.gather import Results, Table
 from ssmax.report.render import _md_table
-from ssmax.variants import facts
 
 
 @dataclass(frozen=True)

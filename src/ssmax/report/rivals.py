@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from ssmax.config.variants import by_letter, facts
 from ssmax.report.claims import Checked, Claim, Ordering, apply_rule, check, long_multiples
 from ssmax.report.gather import Results
 from ssmax.report.metrics import values_of
 from ssmax.report.stats import Interval
-from ssmax.variants import by_letter, facts
 
 NIAH, TOP = "niah", "needle_top"
 BASES = ("a", "b")  # what every law is compared with

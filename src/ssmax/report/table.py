@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ssmax.config.variants import ordered
 from ssmax.report.metrics import niah_mean
-from ssmax.variants import ordered
 
 
 def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:

@@ -10,7 +10,7 @@ measures MFU against), N = all parameters, L layers, d width, T the context: tra
 6N + 12 L d T (attention scores and values; the causal half is not subtracted), a forward pass
 2N + 4 L d T at its own context.
 
-Bookkeeping, like the pipeline: it shapes no result (ssmax.pipeline.code.NO_RESULT), and loads
+Bookkeeping, like the pipeline: it shapes no result (ssmax.pipeline.stage_code.NO_RESULT), and loads
 the model code only when asked (importing it costs a stage nothing).
 """
 
@@ -42,7 +42,7 @@ class StageCost:
 
 def per_token(cfg: DictConfig, context: int, training: bool) -> tuple[float, int]:
     """(FLOPs per token, N) of the node's model at a context of ``context`` tokens."""
-    from ssmax.config import model_config, variant_config
+    from ssmax.config.compose import model_config, variant_config
     from ssmax.model import count_parameters
 
     n = count_parameters(model_config(cfg), variant_config(cfg), cfg.data.seq_len)

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ssmax.compiling import compile_enabled
 from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.data.lm import iter_test_sequences, test_fact_sequences
 from ssmax.data.tokenizer import load_tokenizer
-from ssmax.evals.common import model_device, prefetch, scaled_rope_theta, sdpa_first
+from ssmax.evals.inference import model_device, prefetch, scaled_rope_theta, sdpa_first
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
-from ssmax.stages.common import StageContext, load_model
+from ssmax.host.compiling import compile_enabled
+from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics

@@ -15,12 +15,12 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
-from ssmax.evals.common import scaled_rope_theta, sdpa_first
 from ssmax.evals.copying import copy_gain
+from ssmax.evals.inference import scaled_rope_theta, sdpa_first
 from ssmax.evals.needle_score import needle_score_map, top_needle_scores
 from ssmax.evals.niah import NeedleRecord, accuracy_grid, model_builders, run_niah
 from ssmax.model import Transformer
-from ssmax.stages.common import StageContext, load_model
+from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking import log_metrics

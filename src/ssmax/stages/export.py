@@ -17,7 +17,7 @@ from ssmax.stages.spec import StageSpec
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
     from omegaconf import DictConfig
 
-    from ssmax.stages.common import StageContext
+    from ssmax.stages.context import StageContext
 
 # The weights' fingerprints cover model, variant and data already; declared as read here
 # because the export builds the model and its tokenizer from them.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.stages.common import StageContext, train_cfg
+from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
@@ -43,7 +43,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.training import data_state_path, train
+    from ssmax.lit.trainer import data_state_path, train
 
     cfg = train_cfg(ctx, "pretrain")
     steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)

@@ -16,7 +16,7 @@ from ssmax.stages.spec import StageSpec
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
     from omegaconf import DictConfig
 
-    from ssmax.stages.common import StageContext
+    from ssmax.stages.context import StageContext
 
 # uses: shown in the report's settings (a preset's cuts too; whether its CPU bits are pinned)
 SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),

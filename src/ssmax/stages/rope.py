@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.evals.common import scaled_theta
+from ssmax.evals.inference import scaled_theta
 from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
     from omegaconf import DictConfig
 
-    from ssmax.stages.common import StageContext
+    from ssmax.stages.context import StageContext
 
 SPEC = StageSpec(
     reads=("model.rope_theta", "pipeline.rope_factor"),

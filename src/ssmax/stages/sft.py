@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.stages.common import StageContext, train_cfg
+from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
 
@@ -41,7 +41,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 def run(ctx: StageContext) -> dict[str, Any]:
     from ssmax.data.sft_module import sft_datamodule
-    from ssmax.training import train
+    from ssmax.lit.trainer import train
 
     if ctx.stage in ctx.cfg.variant.facts.inherit:
         return inherited(ctx)

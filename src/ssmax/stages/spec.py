@@ -1,6 +1,6 @@
 """What a stage declares about itself: the config keys it reads and whether it trains. The
 pipeline derives a node's fingerprint from this and from the code the stage runs (found from its
-imports: ssmax.pipeline.code); with pipeline.strict_reads it hands the stage a config holding
+imports: ssmax.pipeline.stage_code); with pipeline.strict_reads it hands the stage a config holding
 only these keys, so that a read of an undeclared key fails instead of silently escaping the
 fingerprint (tests/test_stage_reads.py).
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.stages.common import StageContext, train_cfg
+from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.pretrain import schedule
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
@@ -32,7 +32,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     """From the final weights: none (validation loss only); from the switch point: the steps
     the start variant's pretrain node had left (schedule), on the corpus. Its model.pt, and
     last.ckpt with AdamW's moments where it takes a step."""
-    from ssmax.variants import facts
+    from ssmax.config.variants import facts
 
     start = cfg.variant.facts.start
     steps = 0
@@ -45,7 +45,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.training import train
+    from ssmax.lit.trainer import train
 
     softmax = ctx.only_input()
     cfg = train_cfg(ctx, "pretrain")

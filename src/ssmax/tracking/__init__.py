@@ -12,8 +12,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.io import atomic_path
-from ssmax.locks import exclusive
+from ssmax.files.atomic import atomic_path
+from ssmax.files.flock import exclusive
 from ssmax.tracking.liveness import (
     close_dead_runs,
     closed_line,

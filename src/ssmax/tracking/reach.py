@@ -142,7 +142,7 @@ def check_tracking(cfg: DictConfig) -> bool:
     """The commands' check before any work: a URI MLflow keeps no runs at, or a tracking server
     that does not answer as MLflow does, is one line in seconds (ConfigError), before any folder
     exists. True when the runs go to a server."""
-    from ssmax.config import ConfigError
+    from ssmax.config.compose import ConfigError
 
     uri = tracking_uri(cfg)
     if not cfg.tracking.enabled:

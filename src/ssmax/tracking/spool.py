@@ -7,7 +7,7 @@ error and drops the batch (mlflow/utils/async_logging/async_logging_queue.py). N
 metric through an outage longer than the retries. So, for an http(s) tracking URI:
 
 - `ssmax.tracking.reach.check_reachable`: one short request before any work (the commands).
-- `Spool`, under training's logger (`ssmax.training.SpoolingMLFlowLogger`): each metrics
+- `Spool`, under training's logger (`ssmax.lit.trainer.SpoolingMLFlowLogger`): each metrics
   batch (and the run's final status) is appended to <run folder>/mlflow-pending.jsonl and a
   thread delivers the lines in order, one attempt at a time with a short timeout, retrying
   while the server is away; the training step never waits. What is still pending when the

@@ -258,8 +258,8 @@ def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
     sync` find the whole run tree there; one process writes it at a time (a lock beside it).
     A store copied before and unchanged since is not opened again. Returns the stores copied
     now."""
-    from ssmax.io import atomic_write_text
-    from ssmax.locks import exclusive
+    from ssmax.files.atomic import atomic_write_text
+    from ssmax.files.flock import exclusive
     from ssmax.tracking import STORE_FILE, create_sqlite_store, default_store
 
     folder = Path(output_dir).resolve()

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from omegaconf import DictConfig
 
 from ssmax.pipeline.run import NodeJob, ParentRun
-from ssmax.pipeline.slurm.profile import check_profile, stage_resources
-from ssmax.pipeline.slurm.queue import (
+from ssmax.pipeline.slurm.cluster_profile import check_profile, stage_resources
+from ssmax.pipeline.slurm.jobs import (
     NodeStatus,
     _folder,
     book_path,

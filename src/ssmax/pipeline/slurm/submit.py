@@ -12,8 +12,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.pipeline.run import NodeJob, close_pipeline_run
-from ssmax.pipeline.slurm.profile import stage_resources
-from ssmax.pipeline.slurm.queue import (
+from ssmax.pipeline.slurm.cluster_profile import stage_resources
+from ssmax.pipeline.slurm.jobs import (
     ACTIVE,
     NodeStatus,
     _client,

@@ -17,16 +17,17 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]  # src/ssmax
-# relative to src/ssmax; a folder stands for every module in it. Not among them: weights.py
-# (init_from's weights, checked and loaded) and tracking/models.py (what the export node
-# registers in MLflow, its result); a new module counts until it is listed here.
+# relative to src/ssmax; a folder stands for every module in it. Not among them:
+# preflight/weights.py (init_from's weights, checked and loaded) and tracking/models.py (what
+# the export node registers in MLflow, its result); a new module counts until it is listed here.
 NO_RESULT = ("tracking/__init__.py", "tracking/client.py", "tracking/datasets.py",
              "tracking/liveness.py", "tracking/manifest.py", "tracking/reach.py",
              "tracking/server.py",
-             "tracking/spool.py", "tracking/sync.py", "tracking/system.py",
-             "tracking/node_system.py", "tracking/ui.py", "pipeline",
-             "locks.py", "io.py", "inputs.py", "ranks.py", "schema.py", "schema_rules.py",
-             "resolvers.py", "stages/spec.py", "stages/costing.py")  # fmt: skip
+             "tracking/spool.py", "tracking/sync.py", "tracking/system_metrics.py",
+             "tracking/system_metrics_callback.py", "tracking/ui.py", "pipeline",
+             "files", "preflight/input_files.py", "host/ranks.py",
+             "config/schema.py", "config/rules.py", "stages/spec.py",
+             "stages/costing.py")  # fmt: skip
 
 
 @cache

@@ -1,6 +1,6 @@
 """A training run's system metrics, one sampler per node (tracking.system_metrics): the first
 process of every node (its local rank 0) samples that node, its CPUs, memory, disk, network
-and all its GPUs (ssmax.tracking.system), into the run global rank 0's logger made, labelled
+and all its GPUs (ssmax.tracking.system_metrics), into the run global rank 0's logger made, labelled
 `system/node<k>/...` on a multi-node run. Rank 0 logs through its logger (a server: its spool,
 never waiting); another node, which has no logger, straight into the store, or for a server
 through a spool of its own in the run folder (`system-node<k>/`, delivered as rank 0's is).
@@ -14,7 +14,7 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
-from ssmax.tracking.system import Log, SystemMetrics, node_label, store_log
+from ssmax.tracking.system_metrics import Log, SystemMetrics, node_label, store_log
 
 PREFIX = "system/"
 
@@ -22,7 +22,7 @@ PREFIX = "system/"
 class NodeSystemMetrics(L.Callback):
     """Started at the first setup (fit, or validate alone), on every rank: rank 0 tells the
     others its run and where its steps go on (a collective, hence on every rank); stopped by
-    stop() when training ends, fails or is stopped (ssmax.training.train)."""
+    stop() when training ends, fails or is stopped (ssmax.lit.trainer.train)."""
 
     def __init__(self, cfg: DictConfig, run_dir: str | Path) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)

@@ -1,7 +1,7 @@
 """Weights to start from (init_from: (e)'s softmax weights, SFT's pretrained model, a resumed
 (f)): read from a model.pt or a Lightning .ckpt, and checked against the configured model.
-Apart from ssmax.inputs' file checks because this shapes results (what a run starts from)
-and they do not (ssmax.pipeline.code)."""
+Apart from ssmax.preflight.input_files' file checks because this shapes results (what a run
+starts from) and they do not (ssmax.pipeline.stage_code)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from ssmax.config import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError, model_config, variant_config
 
 
 def read_weights(path: str | Path, key: str = "init_from") -> dict[str, torch.Tensor]:

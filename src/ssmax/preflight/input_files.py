@@ -1,4 +1,5 @@
-"""The files a run reads and writes, checked before any work (ssmax.config checks the values).
+"""The files a run reads and writes, checked before any work (ssmax.preflight.settings checks
+the values).
 
 check_inputs(cfg) raises ConfigError, one line naming the key and the file (and the line in
 it) and what to do, on: an output folder that cannot be written; an init_from that is missing,
@@ -21,9 +22,9 @@ from typing import IO
 
 from omegaconf import DictConfig
 
-from ssmax.config import ConfigError
+from ssmax.config.compose import ConfigError
 from ssmax.data.identity import listed_files
-from ssmax.weights import check_fits, read_weights
+from ssmax.preflight.weights import check_fits, read_weights
 
 SAMPLE_LINES = 1000  # lines of each local jsonl file checked before the run
 SQUAD_KEYS = ("id", "context", "question", "answers")  # a jsonl row (title is optional)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
-from ssmax.config import ConfigError
-from ssmax.io import atomic_write_json
-from ssmax.locks import exclusive
+from ssmax.config.compose import ConfigError
+from ssmax.files.atomic import atomic_write_json
+from ssmax.files.flock import exclusive
 
 if TYPE_CHECKING:
     from ssmax.pipeline.run import NodeJob

@@ -2,7 +2,7 @@
 and what SFT's (ssmax.data.sft_module) shares with it. Only training imports these modules:
 Lightning takes seconds to import, and the evals, which read lm and sft, need none of it. Each
 training stage imports its own: a change to SFT's data reruns no pretraining (the stage's code
-is what its imports reach, ssmax.pipeline.code)."""
+is what its imports reach, ssmax.pipeline.stage_code)."""
 
 from __future__ import annotations
 
@@ -181,5 +181,5 @@ class LMDataModule(TokenizedDataModule):
 
 
 def lm_datamodule(cfg: DictConfig, batch_size: int, compiled: bool) -> LMDataModule:
-    """Pretraining's datamodule for ssmax.training.train (compiled: no say in its shapes)."""
+    """Pretraining's datamodule for ssmax.lit.trainer.train (compiled: no say in its shapes)."""
     return LMDataModule(cfg.data, batch_size=batch_size, seed=cfg.seed)

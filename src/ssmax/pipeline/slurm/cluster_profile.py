@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError
+from ssmax.config.compose import ConfigError
 from ssmax.pipeline.declaration import load
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def _check_stage_resources(stage: str, res: dict[str, Any], trains: bool) -> Non
 
 def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
     """trainer.devices must be the job's devices per node, and the global batch a multiple of
-    batch_size x devices x nodes (the rest is gradient accumulation, see ssmax.training)."""
+    batch_size x devices x nodes (the rest is gradient accumulation, see ssmax.lit.trainer)."""
     cfg = OmegaConf.create(job.cfg_yaml)
     gpus, nodes = int(res["gpus_per_node"] or 0), int(res["nodes"])
     devices, num_nodes = cfg.trainer.devices, cfg.trainer.num_nodes

@@ -10,13 +10,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import ConfigError
+from ssmax.config.compose import ConfigError
 
 
 def launcher_value(key: str, _root_: DictConfig) -> Any:
     """`${ssmax_slurm:KEY}`: the profile's resource for the stage of the run's objective
     (pretrain or sft); the others, e.g. max_requeues, from the schema's executor defaults."""
-    from ssmax.pipeline.slurm.profile import stage_resources
+    from ssmax.pipeline.slurm.cluster_profile import stage_resources
 
     if _root_.executor.partition is None:
         raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "

@@ -1,6 +1,6 @@
 """The one blocking file lock, for read-modify-write of files that several processes share
-(the MLflow store's creation, the SLURM job book). Apart from ssmax.io on purpose: io.py is
-code every training node runs, hence part of their fingerprints."""
+(the MLflow store's creation, the SLURM job book). Atomic writes are ssmax.files.atomic; neither
+shapes a result (ssmax.pipeline.stage_code's NO_RESULT)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from ssmax.config import ConfigError
-from ssmax.schema import ACCELERATORS
+from ssmax.config.compose import ConfigError
+from ssmax.config.schema import ACCELERATORS
 
 
 def uses_cuda(accelerator: str) -> bool:

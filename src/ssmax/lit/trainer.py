@@ -22,12 +22,13 @@ import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.compiling import compile_enabled
-from ssmax.config import ConfigError, absolute_paths, model_config, validate, variant_config
-from ssmax.data.module import TokenizedDataModule, lm_datamodule
-from ssmax.io import atomic_torch_save, atomic_write_json, atomic_write_text
+from ssmax.config.compose import ConfigError, absolute_paths, model_config, variant_config
+from ssmax.data.lm_module import TokenizedDataModule, lm_datamodule
+from ssmax.files.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
+from ssmax.host.compiling import compile_enabled
+from ssmax.host.ranks import global_rank
 from ssmax.lit.guards import resume_from
-from ssmax.lit.module import LitLM
+from ssmax.lit.lightning_module import LitLM
 from ssmax.lit.progress import progress_bar
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
@@ -37,7 +38,8 @@ from ssmax.lit.resume import (
     end_status,
 )
 from ssmax.model import load_backbone
-from ssmax.ranks import global_rank
+from ssmax.preflight.settings import validate
+from ssmax.preflight.weights import check_fits, read_weights
 from ssmax.tracking import (
     ensure_experiment,
     is_server,
@@ -46,9 +48,8 @@ from ssmax.tracking import (
     run_tags,
     tracking_uri,
 )
-from ssmax.tracking.node_system import NodeSystemMetrics
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
-from ssmax.weights import check_fits, read_weights
+from ssmax.tracking.system_metrics_callback import NodeSystemMetrics
 
 RUN_ID_FILE = "mlflow_run_id"
 WEIGHTS_FILE = "model.pt"
@@ -347,7 +348,7 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
         self.spool.log_metrics(self._tracking_uri, self.run_id, numbers, step or 0)
 
     def log_system_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        """System metrics (ssmax.tracking.system) through the spool, their own steps."""
+        """System metrics (ssmax.tracking.system_metrics) through the spool, their own steps."""
         self.spool.log_metrics(self._tracking_uri, self.run_id, metrics, step)
 
     def finalize(self, status: str = "success") -> None:

@@ -17,27 +17,27 @@ report, the claims, the plots and the cost table read these facts, never a list 
                  its SFT model is (a)'s
 
 A variant's YAML inherits its parents' facts through its `defaults:` list, as Hydra does; what
-it leaves out takes the schema's default (ssmax.schema.VariantSchema, VariantFacts).
+it leaves out takes the schema's default (ssmax.config.schema.VariantSchema, VariantFacts).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from ssmax.schema import VariantFacts, VariantSchema
+from ssmax.config.compose import CONF_DIR
+from ssmax.config.schema import VariantFacts, VariantSchema
 
-VARIANT_DIR = Path(__file__).resolve().parents[2] / "conf" / "variant"
+VARIANT_DIR = CONF_DIR / "variant"
 CHECKPOINTS = ("weights", "switch_point")  # outputs of a pretrain node a variant may start from
 
 
 @dataclass(frozen=True)
 class Facts:
-    """A variant's name and its facts (their defaults and docs: ssmax.schema.VariantFacts)."""
+    """A variant's name and its facts (their defaults and docs: config.schema.VariantFacts)."""
 
     name: str
     letter: str

@@ -11,8 +11,8 @@ from typing import TypeVar
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from ssmax.config.schema import SDPA_FIRST
 from ssmax.model import Transformer
-from ssmax.schema import SDPA_FIRST
 
 T = TypeVar("T")
 

@@ -15,13 +15,13 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from ssmax.schema import PipelineConfig
+from ssmax.config.schema import PipelineConfig
 
 TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
 class RuleError(ValueError):
-    """A value outside its field's rule (ssmax.config turns it into a ConfigError)."""
+    """A value outside its field's rule (ssmax.preflight.settings turns it into a ConfigError)."""
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def describe(key: str) -> str:
     base, item = re.subn(r"\[\d+\]$", "", key)
     found = _field(base)
     if found is None:
-        return "see src/ssmax/schema.py"
+        return "see src/ssmax/config/schema.py"
     field, tp = found
     if item:  # an element of a list field: its element type
         lists = [t for t in _unwrap(tp) if typing.get_origin(t) is list]

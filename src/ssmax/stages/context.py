@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config import model_config, variant_config
-from ssmax.devices import uses_cuda
+from ssmax.config.compose import model_config, variant_config
+from ssmax.host.devices import uses_cuda
 from ssmax.model import Transformer
 
 
@@ -32,7 +32,7 @@ class StageContext:
 
 
 def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
-    """The node's config as ssmax.training.train expects it: its folder, MLflow name, parent."""
+    """The node's config as ssmax.lit.trainer.train expects it: its folder, MLflow name, parent."""
     cfg = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
     cfg.objective = objective
     cfg.paths.run_dir = str(ctx.out_dir)

@@ -9,7 +9,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from ssmax.compiling import maybe_compile
+from ssmax.host.compiling import maybe_compile
 from ssmax.lit.guards import check_finite
 from ssmax.model import ModelConfig, Transformer, VariantConfig
 from ssmax.model.loss import DEFAULT_CHUNK, model_loss, objective_loss, summed_loss

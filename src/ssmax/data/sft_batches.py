@@ -15,13 +15,13 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
+from ssmax.config.schema import DataConfig
 from ssmax.data.squad import load_squad
 from ssmax.data.tokenizer import Tokenizer
 from ssmax.model.loss import IGNORE
-from ssmax.schema import DataConfig
 
 log = logging.getLogger(__name__)
-DEFAULT_PROMPT = DataConfig.sft_prompt  # data.sft_prompt's default (ssmax.schema)
+DEFAULT_PROMPT = DataConfig.sft_prompt  # data.sft_prompt's default (ssmax.config.schema)
 
 
 def prompt_text(context: str, question: str, template: str = DEFAULT_PROMPT) -> str:

@@ -1,5 +1,5 @@
 """The report's System section (`make report`): per node that ran, what its run's system
-metrics (ssmax.tracking.system) say: this process's and the host's peak memory, and over its
+metrics (ssmax.tracking.system_metrics) say: this process's and the host's peak memory, and over its
 GPUs the peak memory and the mean utilisation ("-" without a GPU or without the metrics)."""
 
 from __future__ import annotations

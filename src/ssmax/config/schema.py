@@ -1,9 +1,10 @@
 """The config schema: one dataclass per config group, each field with its default and a line
-saying what it is. Registered with Hydra's ConfigStore (ssmax.config.store_schemas) as the
-first entry of conf/config.yaml's defaults list, so every YAML and override is merged into it:
-a wrong type or an unknown key fails on compose, and `rule(...)` ranges and choices are checked
-right after (ssmax.config.check_rules). The YAML files hold only what differs from these
-defaults: a preset's scale, a model's size, a variant's law, a data source, a SLURM profile.
+saying what it is. Registered with Hydra's ConfigStore (ssmax.config.compose.store_schemas) as
+the first entry of conf/config.yaml's defaults list, so every YAML and override is merged into
+it: a wrong type or an unknown key fails on compose, and `rule(...)` ranges and choices are
+checked right after (ssmax.config.rules.check_rules, from ssmax.preflight.settings.validate).
+The YAML files hold only what differs from these defaults: a preset's scale, a model's size, a
+variant's law, a data source, a SLURM profile.
 
 The model and variant groups use the model's own dataclasses (ssmax.model: ModelConfig,
 VariantConfig) with the variant's `facts:` (VariantFacts) on top.
@@ -24,13 +25,13 @@ TOKENIZERS = ("bpe", "gpt2")
 EXECUTOR_KINDS = ("inprocess", "local", "slurm")
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 HARDWARE = ("gpu", "cpu")  # where a preset is meant to run (preset.hardware)
-SDPA_FIRST = ("torch", "flash", "efficient", "math", "cudnn")  # ssmax.evals.common.sdpa_first
+SDPA_FIRST = ("torch", "flash", "efficient", "math", "cudnn")  # ssmax.evals.inference.sdpa_first
 PRECISIONS = ("auto", "32-true", "32", "16-mixed", "bf16-mixed", "bf16-true", "16-true", "64-true")
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seeds: 0 .. 2^32 - 1
 
 
 def rule(default: Any = MISSING, **rules: Any) -> Any:
-    """A field with checks run after compose (ssmax.schema_rules.check_rules): gt/ge/lt/le (a
+    """A field with checks run after compose (ssmax.config.rules.check_rules): gt/ge/lt/le (a
     bound), choices (allowed values), auto=True ("auto" or a value within the bounds); on a list
     each item, and length / min_items its size."""
     if isinstance(default, list | dict):
@@ -77,7 +78,7 @@ class ModelSchema(ModelConfig):
 
 @dataclass
 class VariantFacts:
-    """Read by the pipeline, report and plots (ssmax.variants), never by the model."""
+    """Read by the pipeline, report and plots (ssmax.config.variants), never by the model."""
 
     letter: str = MISSING  # how the claims name it (Sec. 3: a-f)
     label: str = MISSING  # its name in figures and tables
@@ -207,7 +208,7 @@ class TrainerConfig:
     precision: str = rule("auto", choices=PRECISIONS)  # auto: bf16-mixed on GPU, else 32-true
     # torch.compile of the training loss (model + LM head + cross-entropy) and of the loss
     # eval's forward passes (Fig. 5, stages/eval_loss.py); NIAH's decoding has its own setting,
-    # eval.niah.compile (ssmax.compiling says why auto is CUDA only)
+    # eval.niah.compile (ssmax.host.compiling says why auto is CUDA only)
     compile: bool | str = rule("auto", choices=("auto", True, False))  # auto: on CUDA only
     loss_chunk: int = rule(8192, gt=0)  # positions per LM-head + cross-entropy chunk (measured)
     log_every_n_steps: int = rule(10, gt=0)  # MLflow metrics every this many steps
@@ -219,8 +220,8 @@ class TrainerConfig:
     save_weights_at: list[int] = rule([], gt=0)  # steps after which weights are saved
     deterministic: bool = False  # deterministic kernels (CPU tests of resume equality)
     # On a CPU, one torch thread a node, kernels pinned to this set: the same bits whatever the
-    # CPU would pick (ssmax.cpu)
-    cpu_isa: str | None = rule(None, choices=(None, "avx2"))  # ssmax.cpu; null: the CPU's own
+    # CPU would pick (ssmax.host.cpu_isa)
+    cpu_isa: str | None = rule(None, choices=(None, "avx2"))  # host/cpu_isa.py; null: the CPU's
     callbacks: list[Any] = items()  # extra callbacks, {_target_: module.Class, ...}; observers
     pretrain: PretrainConfig = field(default_factory=PretrainConfig)  # App. B
     sft: SFTConfig = field(default_factory=SFTConfig)  # App. C

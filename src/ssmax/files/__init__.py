@@ -1,0 +1,1 @@
+"""How files are written and shared: atomic writes and file locks."""

@@ -1,0 +1,2 @@
+"""A run checked before any work: its settings, the files it reads and the weights it
+starts from."""
