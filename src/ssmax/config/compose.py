@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.schema import PipelineConfig, TrainConfig
-from ssmax.model import ModelConfig, VariantConfig
+from ssmax.model import ModelConfig, Transformer, VariantConfig
 
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 SCHEMAS = {"train": TrainConfig, "pipeline": PipelineConfig}
@@ -181,6 +181,12 @@ def variant_config(cfg: DictConfig) -> VariantConfig:
     model_part = OmegaConf.to_container(cfg.variant, resolve=True)
     model_part.pop("facts", None)  # the pipeline's and report's (config.variants), not the model's
     return VariantConfig(**model_part)
+
+
+def build_model(cfg: DictConfig) -> Transformer:
+    """The configured model: cfg.model's shape, cfg.variant's law, trained at cfg.data.seq_len
+    (the one place a model is built from a config; under torch.device("meta") for shapes)."""
+    return Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
 
 
 def absolute_paths(cfg: DictConfig) -> None:

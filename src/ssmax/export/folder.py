@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.config.compose import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError, build_model
 from ssmax.data.tokenizer import EOS_TEXT, bpe_path, load_tokenizer
 from ssmax.evals.haystack import ANSWER_TOKENS
 from ssmax.export import modeling_ssmax
@@ -68,7 +68,7 @@ def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
         check_fits(cfg, state, key="weights")
     except ConfigError as err:
         raise ConfigError(str(err).replace("weights=?", f"--weights={weights}")) from None
-    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    model = build_model(cfg)
     missing = [k for k in model.state_dict() if k not in state]
     if missing:  # an SSMax law without its s (b, p_n): another variant's weights
         raise ConfigError(

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from ssmax.config.compose import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError, build_model
 
 
 def read_weights(path: str | Path, key: str = "init_from") -> dict[str, torch.Tensor]:
@@ -58,11 +58,10 @@ def _describe(shapes: dict[str, tuple[int, ...]]) -> str:
 def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init_from") -> None:
     """The weights fit the configured model and variant: every tensor present with its shape;
     only the variant's own scalars (s, b, p_n) may be absent (ssmax.model.load_backbone)."""
-    from ssmax.model import Transformer
     from ssmax.model.transformer import VARIANT_PARAMS
 
     with torch.device("meta"):  # shapes only: no memory, no init
-        model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+        model = build_model(cfg)
     want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     have = {k: tuple(v.shape) for k, v in state.items()}
     m = cfg.model

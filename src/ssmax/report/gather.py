@@ -121,9 +121,9 @@ def learned_p_n(weights: str | Path | None) -> np.ndarray | None:
     """The rationale model's learned p_n (n = 1..N) from its saved state dict."""
     if not weights or not Path(weights).exists():
         return None
-    import torch
+    from ssmax.preflight.weights import read_weights  # torch with it: only this figure needs it
 
-    state = torch.load(weights, map_location="cpu", weights_only=True)
+    state = read_weights(weights, key="weights")
     p_n = state.get("p_n")
     return None if p_n is None else p_n.double().numpy()
 

@@ -9,9 +9,10 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import model_config, variant_config
+from ssmax.config.compose import build_model
 from ssmax.host.devices import uses_cuda
 from ssmax.model import Transformer
+from ssmax.preflight.weights import read_weights
 
 
 @dataclass
@@ -51,6 +52,6 @@ def load_model(cfg: DictConfig, weights: str) -> Transformer:
     """The node's model with the given weights, in eval mode, at its training RoPE theta (the
     evals scale it with ssmax.evals.scaled_rope_theta), on the configured device (the evals
     move their batches there and use bf16 autocast on a GPU)."""
-    model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
-    model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    model = build_model(cfg)
+    model.load_state_dict(read_weights(weights, key="weights"))
     return model.to(eval_device(cfg)).eval()
