@@ -141,18 +141,29 @@ _SERVED: dict[str, str | None] = {"code": None}  # what the running forkserver i
 @contextmanager
 def _imports_from(frozen: Path | None) -> Iterator[None]:
     """This process's imports from now on, and its workers' (they take its sys.path), find the
-    snapshot's modules first: those of the namespace package ssmax not imported yet (the
-    inline nodes' late imports here; in a worker, those its forkserver did not preload).
-    Modules already imported stay as they are (the pipeline's own packages' late imports still
-    come from the checkout). sys.path is put back after."""
+    snapshot's modules first: sys.path leads to the copy's src/ (for the namespace package
+    ssmax), and every ssmax package already imported searches the copy's folder before its
+    own (its __path__), so a late import (an inline node's here; in a worker, one its
+    forkserver did not preload) comes from the copy. Modules already imported stay as they
+    are: they were read from the checkout as it was when the run started. Put back after."""
     if frozen is None:
         yield
         return
     entry = str(frozen / "src")
     sys.path.insert(0, entry)
+    led: list[tuple[list[str], str]] = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__path__", None)
+        copy = frozen / "src" / name.replace(".", "/")
+        if name.startswith("ssmax.") and isinstance(path, list) and copy.is_dir():
+            path.insert(0, str(copy))
+            led.append((path, str(copy)))
     try:
         yield
     finally:
+        for path, copy in led:
+            if copy in path:
+                path.remove(copy)
         if entry in sys.path:
             sys.path.remove(entry)
 
