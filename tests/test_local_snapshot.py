@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ssmax.lit.hold import held_marker
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -28,10 +30,9 @@ def test_an_edit_of_the_checkout_during_a_local_run_reaches_no_worker(
     for name in ("src", "conf", "pipelines"):
         shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "data").symlink_to(ROOT / "data", target_is_directory=True)
-    marker, go, out = tmp_path / "holding", tmp_path / "go", tmp_path / "out"
-    hold = (f"trainer.callbacks=[{{_target_:tests.faults.HoldUntil,step:3,"
-            f"marker:'{marker}',go:'{go}'}}]")  # fmt: skip
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(repo / "src"), str(ROOT)])}
+    go, out = tmp_path / "go", tmp_path / "out"
+    hold = f"trainer.callbacks=[{{_target_:ssmax.lit.hold.HoldAtStep,step:3,release:'{go}'}}]"
+    env = os.environ | {"PYTHONPATH": str(repo / "src")}
     command = [sys.executable, "-m", "ssmax.pipeline", "run", "preset=smoke", "executor=local",
                "pipeline.variants=[a_softmax]", f"paths.output_dir={out}",
                f"paths.cache_dir={shared_cache}", hold]  # fmt: skip
@@ -39,7 +40,7 @@ def test_an_edit_of_the_checkout_during_a_local_run_reaches_no_worker(
         run = subprocess.Popen(command, cwd=repo, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 600  # a condition polled, however fast the machine
-        while not marker.exists():
+        while not list(out.glob(f"pipeline/**/{held_marker('', 3)}")):
             assert run.poll() is None, (tmp_path / "run.log").read_text()
             assert time.monotonic() < deadline, "pretraining never reached step 3"
             time.sleep(0.2)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from ssmax.lit.hold import held_marker
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.run import compose_pipeline, plan
@@ -29,6 +30,8 @@ from tests.tracking_fixtures import (
 
 pytestmark = pytest.mark.slurm
 B_ONLY = "pipeline.variants=[b_ssmax]"  # 8 nodes: enough for failures and profile checks
+# training held after step 3 (once per node folder) until the test kills it: ssmax.lit.hold
+HOLD = "trainer.callbacks=[{_target_:ssmax.lit.hold.HoldAtStep,step:3}]"
 # (f) pulls in (a): a cross-variant edge, a switch and every stage in 15 nodes, a third of
 # the full DAG (each SLURM job starts an interpreter: ~13 s of imports on 2 cores)
 F_AND_A = "pipeline.variants=[f_switch_during_pretrain]"
@@ -42,6 +45,10 @@ def smoke(out: Path, cache: Path, *extra: str) -> list[str]:
         *preset, f"paths.output_dir={out}", f"paths.cache_dir={cache}",
         "executor=slurm", "executor.poll_s=1", *extra,
     ]  # fmt: skip
+
+
+def held(out: Path) -> bool:
+    return any(out.glob(f"pipeline/nodes/**/{held_marker('', 3)}"))
 
 
 def job_count(cluster) -> int:  # noqa: ANN001 - SlurmCluster
@@ -240,7 +247,7 @@ def test_failed_node_blocks_its_dependants(
 
 
 def test_a_job_killed_on_the_cluster_leaves_no_run_running(
-    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys, monkeypatch
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
 ) -> None:
     """A node's job killed on the cluster (scancel --signal=KILL: its processes die at once,
     nothing ends its MLflow run) while the pipeline runs there; the next run closes that run in
@@ -249,17 +256,14 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     from ssmax.tracking.liveness import SLURM_JOB
 
     out = tmp_path_factory.mktemp("slurm-killed")
-    marker = out / "holding"  # its pretraining waits at step 3 until the job is killed
-    hold = f"trainer.callbacks=[{{_target_:tests.faults.HoldAt,step:3,marker:'{marker}'}}]"
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # tests.faults
     overrides = smoke(out, out / "cache", B_ONLY)
-    assert main(["run", *overrides, hold]) == 0  # submitted; the client returns
+    assert main(["run", *overrides, HOLD]) == 0  # submitted; held after step 3 till killed
     cfg, _ = plan(overrides)
     target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()
                   if n["node"] == "pretrain/b_ssmax/seed0")  # fmt: skip
     client = Client(tracking_uri(cfg))
     deadline = time.monotonic() + 600  # a condition polled, however fast the machine
-    while not marker.exists():
+    while not held(out):
         assert time.monotonic() < deadline, f"job {target} never reached step 3"
         time.sleep(0.5)
     (killed,) = client.search_runs(
@@ -284,7 +288,7 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
 
 
 def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
-    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys, monkeypatch
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
 ) -> None:
     """The compute node's slurmd killed (SIGKILL) while a pipeline trains there: the job's
     processes live on unheard, slurmctld marks the node DOWN after SlurmdTimeout and requeues
@@ -294,22 +298,19 @@ def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
     from ssmax.tracking.liveness import SLURM_JOB
 
     out = tmp_path_factory.mktemp("slurm-slurmd")
-    marker = out / "holding"  # the first try holds at step 3; a requeued one trains on
-    hold = f"trainer.callbacks=[{{_target_:tests.faults.HoldAt,step:3,marker:'{marker}'}}]"
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))  # tests.faults
     # the pretraining alone (and the closing job): what follows it is the other tests' work
     overrides = smoke(out, out / "cache", B_ONLY, "pipeline.targets=[pretrain]")
-    assert main(["run", *overrides, hold]) == 0
+    assert main(["run", *overrides, HOLD]) == 0  # a requeued try (same folder) trains on
     cfg, _ = plan(overrides)
     target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()
                   if n["node"] == "pretrain/b_ssmax/seed0")  # fmt: skip
     client = Client(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment).experiment_id
     deadline = time.monotonic() + 900  # conditions polled, however fast the machine
-    while not marker.exists():
+    while not held(out):
         assert time.monotonic() < deadline, f"job {target} never reached step 3"
         time.sleep(0.5)
-    (held,) = client.search_runs([exp], f"attributes.status = 'RUNNING' and "
+    (held_run,) = client.search_runs([exp], f"attributes.status = 'RUNNING' and "
                                  f"tags.`{SLURM_JOB}` = '{target}'")  # fmt: skip
     conf = slurm_cluster.dir / "etc" / "slurm.conf"
     text = conf.read_text()  # a node silent for 10 s is DOWN (the cluster's 60 s: a minute idle)
@@ -331,7 +332,7 @@ def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
     assert len(said) <= 1, said
     assert client.search_runs([exp], "attributes.status = 'RUNNING'") == []
     # the held run was resumed to its end by the node's next job, or closed as dead (and said)
-    left = client.get_run(held.info.run_id)
+    left = client.get_run(held_run.info.run_id)
     assert left.info.status in ("FINISHED", "KILLED"), left.info
     if left.info.status == "KILLED":
         assert said and "node run" in said[0], said

@@ -37,7 +37,7 @@ from ssmax.report.claims import Claim, claims
 from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.metrics import table_names
 from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
-from ssmax.report.replicate import compare, read_table
+from ssmax.report.replicate import as_table, compare, read_table
 from ssmax.report.replicate import table as again_table
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
@@ -78,10 +78,9 @@ class Published:
 
 def load(path: Path = PUBLISHED) -> Published:
     data = json.loads(Path(path).read_text())
-    table = {v: {m: {int(s): float(x) for s, x in by_seed.items()} for m, by_seed in ms.items()}
-             for v, ms in data["results"].items()}  # fmt: skip
-    return Published(table, data["run"], data.get("absent", {}), data.get("digits", {}),
-                     data.get("old_rule", {}).get("verdicts", {}))  # fmt: skip
+    old = data.get("old_rule", {}).get("verdicts", {})
+    return Published(as_table(data["results"]), data["run"], data.get("absent", {}),
+                     data.get("digits", {}), old)  # fmt: skip
 
 
 def letter(variant: str) -> str:

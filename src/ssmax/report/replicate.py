@@ -42,15 +42,19 @@ class Again:
         return self.published.uncorrected == self.other.uncorrected
 
 
+def as_table(data: dict) -> Table:
+    """results.json's content (seeds as text) as a Table."""
+    return {v: {m: {int(s): float(x) for s, x in by_seed.items()} for m, by_seed in ms.items()}
+            for v, ms in data.items()}  # fmt: skip
+
+
 def read_table(path: Path) -> Table:
     """A results.json-shaped file (or one holding it under "results") as a Table."""
     path = Path(path)
     if not path.is_file():
         raise SystemExit(f"no such file: {path}")
     data = json.loads(path.read_text())
-    data = data.get("results", data)
-    return {v: {m: {int(s): float(x) for s, x in by_seed.items()} for m, by_seed in ms.items()}
-            for v, ms in data.items()}  # fmt: skip
+    return as_table(data.get("results", data))
 
 
 def replaced(pub: Results, other: Table) -> Results:
