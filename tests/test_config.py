@@ -6,7 +6,9 @@ import subprocess
 import sys
 
 import pytest
+from omegaconf import OmegaConf
 
+from ssmax.config import variants
 from ssmax.config.compose import CONF_DIR, ConfigError, check_cli_choices, check_override_keys
 from ssmax.preflight.settings import validate
 from tests.conftest import PRESETS, VARIANTS, make_cfg
@@ -19,6 +21,8 @@ def test_every_preset_and_variant_composes(preset: str, variant: str) -> None:
     validate(cfg)
     assert cfg.variant.name == variant and cfg.preset.name == preset
     assert cfg.model.vocab_size == cfg.data.vocab_size
+    # the facts' own merge of the variant files (config.variants) reads what Hydra composes
+    assert OmegaConf.to_container(cfg.variant) == variants.full(variant)
 
 
 def test_paper_preset_has_the_paper_hyperparameters() -> None:

@@ -18,6 +18,9 @@ report, the claims, the plots and the cost table read these facts, never a list 
 
 A variant's YAML inherits its parents' facts through its `defaults:` list, as Hydra does; what
 it leaves out takes the schema's default (ssmax.config.schema.VariantSchema, VariantFacts).
+The merge is done here, not by Hydra's compose, which costs a process that reads every
+variant's facts a few seconds at start (docs/development.md, "Measured"); tests/test_config.py
+holds the two merges equal for every preset and variant.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def _raw(name: str) -> dict[str, Any]:
 
 
 @cache  # read-only for its callers; the report asks per claim and per figure
-def _full(name: str) -> dict[str, Any]:
+def full(name: str) -> dict[str, Any]:
     """The variant's YAML over the schema's defaults: every key, typed."""
     return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(VariantSchema), _raw(name)))
 
@@ -77,7 +80,7 @@ def facts(name: str) -> Facts:
     if unknown:
         raise ValueError(f"conf/variant/{name}.yaml: facts.{unknown[0]} is unknown; "
                          f"allowed: {', '.join(sorted(allowed))}")  # fmt: skip
-    result = Facts(name=name, **_full(name)["facts"])
+    result = Facts(name=name, **full(name)["facts"])
     if result.inherit and result.start is None:
         raise ValueError(f"conf/variant/{name}.yaml: facts.inherit needs facts.start (whose "
                          "nodes it takes)")  # fmt: skip
@@ -105,7 +108,7 @@ def by_letter() -> dict[str, str]:
 
 def model_key(variant: str, key: str) -> object:
     """One key of the variant's model part (e.g. scale), for the report's figures."""
-    return _full(variant)[key]
+    return full(variant)[key]
 
 
 def learns_p_n(variant: str) -> bool:
