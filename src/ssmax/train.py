@@ -53,8 +53,9 @@ def fail(err: BaseException, status: int) -> NoReturn:
 
 
 def _log_once() -> None:
-    """Hydra's logging prints every record (console and the job's log file); Lightning gave its
-    loggers a console handler of their own when imported before it, so each line came twice."""
+    """Hydra's logging prints every record (console and the job's log file); Lightning gives its
+    loggers a console handler of their own when imported before it, so each line would print
+    twice."""
     for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logger = logging.getLogger(name)
         logger.handlers.clear()

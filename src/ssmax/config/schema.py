@@ -210,7 +210,8 @@ class TrainerConfig:
     # eval's forward passes (Fig. 5, stages/eval_loss.py); NIAH's decoding has its own setting,
     # eval.niah.compile (ssmax.host.compiling says why auto is CUDA only)
     compile: bool | str = rule("auto", choices=("auto", True, False))  # auto: on CUDA only
-    loss_chunk: int = rule(8192, gt=0)  # positions per LM-head + cross-entropy chunk (measured)
+    # the training rate measured with it: docs/paper-scale.md, "Performance on a GPU"
+    loss_chunk: int = rule(8192, gt=0)  # positions per LM-head + cross-entropy chunk
     log_every_n_steps: int = rule(10, gt=0)  # MLflow metrics every this many steps
     val_every_n_steps: int = rule(200, gt=0)  # validation every this many optimizer steps
     val_batches: int | float = rule(8, gt=0)  # validation batches per check (float: a share)
@@ -265,8 +266,9 @@ class NiahEvalConfig:
     base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
     # NIAH's own setting (trainer.compile does not reach it; the needle scores and the copy
     # probe run eager): symbolic shapes, one graph each for every length; on in the paper
-    # preset and so gpu1 (10.9 vs 16.7 ms a sample at 8k on an H100), off by default: inductor
-    # on the CPU took ~30 s a pair of graphs for a handful of short prompts (docs/paper-scale.md)
+    # preset and so gpu1 (faster on a GPU), off by default (on the CPU compiling takes longer
+    # than a few short prompts); measured: docs/paper-scale.md, "Measurements behind the
+    # code's choices"
     compile: bool = False  # torch.compile of the prefill and the decoding step
 
 
@@ -351,8 +353,8 @@ class CostConfig:
     measured_file: str | None = None  # the measured rates (ssmax.pipeline.measured)
     peak_flops: float = rule(989.0e12, gt=0)  # NVIDIA's H100 SXM bf16 dense peak
     mfu: float = rule(0.40, gt=0, le=1)  # assumed MFU where nothing was measured
-    # the tiny preset's nodes on a 2-core Xeon, two side by side, reached 19-31 GFLOP/s
-    # (training ~30, SFT ~23, NIAH ~19; its design run, 2026-11-26, docs/tiny-scale.md)
+    # about what the tiny preset's nodes reach on a CPU core each (docs/tiny-scale.md, "What a
+    # seed costs")
     cpu_flops: float = rule(2.5e10, gt=0)  # FLOP/s of a CPU preset's node before any finished
 
 

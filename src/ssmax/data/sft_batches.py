@@ -96,8 +96,9 @@ def to_example(ids: list[int], n_prompt: int, seq_len: int, eos_id: int) -> dict
 
 
 # Under a compiled loss, trimmed widths are rounded up to a multiple of this: it builds one
-# graph per input shape (seen on an H100: an SFT epoch spent minutes recompiling for each new
-# width), so at most seq_len / 256 shapes, at a few percent of padding more. Eager: exact.
+# graph per input shape (with exact widths an SFT epoch recompiles for minutes on a GPU:
+# docs/paper-scale.md), so at most seq_len / 256 shapes, at a few percent of padding more.
+# Eager: exact.
 WIDTH_MULTIPLE = 256
 
 

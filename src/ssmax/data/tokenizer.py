@@ -25,7 +25,7 @@ EOS_TEXT = "<|endoftext|>"
 GPT2_VOCAB = 50257
 GPT2_EOS = 50256
 MIN_BPE_VOCAB = 256 + 1  # every byte plus EOS
-SHORT_TEXT = 1000  # characters: below this mean length GPT-2's encode_batch loops (measured)
+SHORT_TEXT = 1000  # characters: below this mean length GPT-2's encode_batch loops
 # The URLs and sha256 pins tiktoken uses for "gpt2" (tiktoken_ext/openai_public.py).
 _GPT2_BASE = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
 GPT2_FILES = {
@@ -122,8 +122,8 @@ class GPT2Tokenizer(Tokenizer):
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         # tiktoken's batch call starts a thread pool of its own: it shares out long texts but
-        # costs more than it saves on short ones (2 cores: 120 x 300 characters 3.5 ms pooled,
-        # 1.8 ms in a loop; 100 x 3,000 characters 11.6 ms pooled, 14.5 ms in a loop)
+        # costs more than it saves on short ones (measured: docs/paper-scale.md, "Measurements
+        # behind the code's choices")
         if sum(map(len, texts)) < SHORT_TEXT * len(texts):
             return [self._enc.encode_ordinary(t) for t in texts]
         return self._enc.encode_ordinary_batch(texts)

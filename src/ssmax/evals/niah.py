@@ -57,12 +57,12 @@ SCORES = ("full", "first_digit", "wrong")
 AUTO_MAX_BATCH = 64  # prompts decoded together under batch_size=auto on a GPU
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2
 # Threads cutting prompts: the encoders release the GIL, the rest holds it. At most one a
-# core (2 cores: 2 threads 5.6 ms per 8k prompt, 4 threads 6.1, medians of 5) and at most 4
-# (an H100 host's 16 cores, before one encode of the whole tail: 4 threads 20 ms, 8 threads 52).
+# core, and at most 4: more threads build a prompt no faster (measured: docs/paper-scale.md,
+# "Measurements behind the code's choices").
 BUILDERS = min(4, CORES)
 # Beside a GPU, processes: the decoding thread gives up the GIL at every eager op and extern
-# kernel of a compiled graph and waited to retake it from builder threads (H100, 8k: a node
-# 13.27 ms a sample with 4 threads, 9.98 with 8 processes; the prompts decoded alone 9.4).
+# kernel of a compiled graph and would wait to retake it from builder threads (measured:
+# docs/paper-scale.md, "Performance on a GPU").
 BUILDER_PROCESSES = min(8, CORES)
 
 
@@ -106,7 +106,7 @@ def greedy_decode_batch(
         raise ValueError(f"prompts decoded together need one length, got {len(prompts[0])}...")
     extend = maybe_compile(last_hidden, compile, dynamic=True)
     cache = model.new_cache(len(prompts), len(prompts[0]) + max_new_tokens, cache_dtype(model))
-    # through numpy: torch.tensor of 64 Python lists of 8k ints took 54 ms, this 8 ms (2 cores)
+    # through numpy: faster than torch.tensor of Python lists (measured: docs/paper-scale.md)
     ids = torch.from_numpy(np.array(prompts, dtype=np.int64)).to(model_device(model))
     out = []
     with device_autocast(model):

@@ -5,7 +5,7 @@ through each model with RoPE theta x50 and plots the loss at each position, aver
 sequences. Here the sequences stream in (the paper's 100,000 x 20,001 ids would be 16 GB at once)
 and go through the model ``batch_size`` at a time: one full-context forward pass per batch, then
 the LM head and cross-entropy over chunks of rows (ssmax.model.loss.token_losses: [rows, vocab],
-never the [batch, vocab, positions] layout whose spatial softmax took 94% of the GPU time), so no
+never the [batch, vocab, positions] layout, whose spatial softmax is slow on a GPU), so no
 [L, vocab] logits tensor exists and memory stays linear in L (the fused SDPA kernel never builds
 the L x L matrix under a causal mask without a mask tensor).
 

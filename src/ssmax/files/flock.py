@@ -1,6 +1,8 @@
 """The one blocking file lock, for read-modify-write of files that several processes share
-(the MLflow store's creation, the SLURM job book). Atomic writes are ssmax.files.atomic; neither
-shapes a result (ssmax.pipeline.stage_code's NO_RESULT)."""
+(the MLflow store's creation, the merge of offline node stores, the SLURM job book, the measured
+rates of bench/throughput.json). Atomic writes are ssmax.files.atomic; neither shapes a result,
+so a change to either leaves every fingerprint as it was (ssmax.pipeline.stage_code's
+NO_RESULT lists the package)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """torch.compile where it pays (`trainer.compile`: true, false, or auto).
 
-auto compiles on a CUDA device and not on the CPU. On an H100 the compiled model with the
-chunked loss trained the paper model at 2.7x the eager throughput (docs/paper-scale.md). On the
-CPU (tiny preset, batch 32 x 128, measured 2026-11-25 on 2 cores) a step took the same time
-compiled or not (72 ms with 2 threads, 127 ms with 1), after 13-24 s of compiling per process.
+auto compiles on a CUDA device, where the compiled model with the chunked loss trains the paper
+model faster than eager, and not on the CPU, where a tiny step is no faster compiled and each
+process first spends seconds compiling. Measured: docs/paper-scale.md, "Measurements behind the
+code's choices".
 """
 
 from __future__ import annotations

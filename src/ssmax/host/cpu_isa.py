@@ -1,19 +1,18 @@
 """The same bits whatever kernels the CPU would pick (``trainer.cpu_isa``).
 
-A CPU run's low bits depend on the machine: PyTorch's own kernels, MKL's GEMMs and oneDNN pick
-their code by the CPU's instruction set (AVX-512 here, AVX2 elsewhere), and ATen's parallel
-reductions split by the thread count. A low bit flipped early moves a whole training run, so the
-same seeds gave other verdicts on another machine. ``cpu_isa="avx2"`` pins all three to their
-AVX2 code (every x86 CPU since 2013 has it) and runs each node on one torch thread: measured on
-this project's AVX-512 CPU, five training steps give the same weights however the process was
-started (tests/test_cpu_isa.py), for ~10% more CPU time (docs/tiny-scale.md). The variables are
-read when a process first computes, so they are set before that, in the process that runs the
-node (and the local executor's fork server).
+A CPU run's low bits depend on the kernels it runs: PyTorch's own kernels, MKL's GEMMs and
+oneDNN pick their code by the CPU's instruction set (AVX-512, AVX2, ...), and ATen's parallel
+reductions split by the thread count. A low bit flipped early moves a whole training run, so a
+seed trained on other kernels is, for the claims, almost another seed. ``cpu_isa="avx2"`` pins
+all three to their AVX2 code (every x86 CPU since 2013 has it) and runs each node on one torch
+thread: the same packages give the same weights however the process was started
+(tests/test_cpu_isa.py), for some more CPU time. The variables are read when a process first
+computes, so they are set before that, in the process that runs the node (and the local
+executor's fork server).
 
-Across machines it is not yet shown: on the lent GPU host (another Xeon with AVX-512, its own
-Lightning, pyarrow and glibc) a pinned smoke pretraining gave other weights than here, where
-its torch, tokenizers, Python 3.12 and numpy 2.5 each give this machine's bits; those
-packages or the CPU, not separated yet (docs/tiny-scale.md, 2026-11-27)."""
+The pin covers kernel dispatch and threads, not the packages: other versions of them (torch,
+numpy, ...) give other bits on the same CPU, and whether another CPU with the same packages
+gives these bits is not shown. Measured: docs/tiny-scale.md, "The same bits on another CPU"."""
 
 from __future__ import annotations
 

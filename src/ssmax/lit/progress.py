@@ -1,7 +1,7 @@
 """Training progress (trainer.progress_bar): Rich's bar on a terminal; elsewhere (a node's log
 file under the local executor, a SLURM job's output) a line every trainer.progress_every_s
-seconds, since Rich draws a bar there only once it is finished: a 7-minute pretraining logged
-nothing until its end."""
+seconds, since Rich draws a bar there only once it is finished: a pretraining would log nothing
+until its end."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def progress_bar(every_s: float) -> L.pytorch.callbacks.ProgressBar:
 
 class StepProgressBar(L.pytorch.callbacks.RichProgressBar):
     """Lightning's rich bar, described by the run's steps: training is set in steps
-    (max_epochs=-1), which Lightning's own description showed as "Epoch 0/-2"."""
+    (max_epochs=-1), which Lightning's own description shows as "Epoch 0/-2"."""
 
     def _get_train_description(self, current_epoch: int) -> str:
         return f"train, {self.trainer.max_steps:,} steps"

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ssmax.model.transformer import Transformer
 
 IGNORE = -100  # label of a position that is not scored (SFT prompts, padding)
-DEFAULT_CHUNK = 8192  # positions per chunk (trainer.loss_chunk; measured on an H100)
+DEFAULT_CHUNK = 8192  # positions per chunk (trainer.loss_chunk)
 
 
 def token_losses(hidden: torch.Tensor, head: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

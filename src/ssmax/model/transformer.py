@@ -143,7 +143,7 @@ _COUNTS: dict[tuple[str, str, int], int] = {}
 
 def count_parameters(cfg: ModelConfig, variant: VariantConfig, train_len: int) -> int:
     """Parameter count without allocating weights (built on the meta device), once per model:
-    `plan` counts each node's at each eval context (123 builds of 0.18 s for the paper DAG)."""
+    `plan` counts each node's at each eval context (measured: docs/pipeline.md, "Measured")."""
     key = (repr(cfg), repr(variant), train_len)
     if key not in _COUNTS:
         with torch.device("meta"):

@@ -118,7 +118,7 @@ def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
     preset's (preset.hardware=cpu) at cost.cpu_flops, on no GPU."""
     gpus, rates = executor_gpus(base), measured.load(base.cost.measured_file)
     on_cpu = base.preset.hardware == "cpu"
-    costs, configs = [], {}  # a variant's nodes share its config: parsed once (~0.1 s each)
+    costs, configs = [], {}  # a variant's nodes share its config: parsed once
     for job in jobs:
         if job.cfg_yaml not in configs:
             configs[job.cfg_yaml] = OmegaConf.create(job.cfg_yaml)

@@ -72,7 +72,8 @@ def run_inprocess(
 def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
     """Up to executor.workers nodes at once, each in its own process; a node starts as soon as
     its inputs are finished. Workers fork from a server that has imported what the stages run
-    once (multiprocessing's forkserver; preload): a fresh interpreter per node cost ~13 s.
+    once (multiprocessing's forkserver; preload): a fresh interpreter per node costs seconds
+    (measured: docs/pipeline.md, "Measured").
     Inline stages (no compute) run in this process. A node's output goes to its log file.
     With executor.snapshot the nodes import the code as planned (_serve, _imports_from)."""
     context = multiprocessing.get_context("forkserver")
@@ -95,7 +96,7 @@ def _schedule(
     states = {job.name: "cached" for job in jobs if job.done is not None}
     pending = [job for job in jobs if job.name not in states]
     # Longest remaining path first: the long pretrainings start before short evals that wait
-    # on nothing (in DAG order, (c) and (d) pretrained only after (a)'s and (b)'s evals).
+    # on nothing (in DAG order, (c) and (d) would pretrain only after (a)'s and (b)'s evals).
     pending.sort(key=lambda job: -job.remaining)
     running: dict[str, _Worker] = {}
     before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans
@@ -194,8 +195,8 @@ def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
 def _stops_as_exit() -> dict[int, Any]:
     """SIGTERM and SIGHUP raise SystemExit(128 + signal) here, as Ctrl-C raises
     KeyboardInterrupt: their default ends the process at once, without its finally blocks, and
-    the workers (forked by the forkserver, not by this process) trained on. The handlers that
-    were in place, to put back."""
+    the workers (forked by the forkserver, not by this process) would train on. The handlers
+    that were in place, to put back."""
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(128 + signum)
@@ -207,7 +208,7 @@ def _stops_as_exit() -> dict[int, Any]:
 
 def preload(stages: set[str]) -> list[str]:
     """What a worker would import to run a node of these stage modules: the runner, MLflow and
-    its sqlite store (~5 s on 2 cores: every node opens its MLflow run), and every module the
+    its sqlite store (seconds to import: every node opens its MLflow run), and every module the
     stages run (their code, function-level imports included: Lightning comes with training's,
     not with the stage module itself)."""
     code = {f for stage in stages for f in stage_code(stage)}

@@ -2,7 +2,8 @@
 
 ``plan`` is pure: it composes each node's config and fingerprint and looks for done-markers.
 ``execute_node`` runs one node from a picklable NodeJob: the same call in process, in a local
-subprocess or in a cluster job. ``run_pipeline`` ties them together under one MLflow run.
+subprocess or in a cluster job. ``ssmax.pipeline.executors.run_pipeline`` runs the planned
+nodes with an executor under one MLflow run (ParentRun, here).
 """
 
 from __future__ import annotations

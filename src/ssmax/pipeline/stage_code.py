@@ -2,8 +2,8 @@
 
 A stage module's code is every module of src/ssmax it imports, directly or through others, at
 module level or inside functions (read from the source, not by importing it): a hand-kept list
-drifts (the report's once left out its own package, the evals `config.py`). Two kinds of import
-are not followed:
+drifts (docs/pipeline.md, "Caching, plan and partial runs"). Two kinds of import are not
+followed:
 - `if TYPE_CHECKING:` blocks: annotations only, never run;
 - NO_RESULT: modules that never shape what a node writes (logging to MLflow, locks, atomic
   writes, config validation, rank helpers, the pipeline's bookkeeping).

@@ -78,9 +78,9 @@ def cpu_bits(cfg: DictConfig) -> str | None:
         return None
     if isa:
         return (f"pinned to {isa} (trainer.cpu_isa): the same numbers, bit for bit, whatever "
-                f"kernels the CPU would pick; a second machine gave other bits (its Lightning, "
-                f"pyarrow, glibc or CPU: not separated), so a verdict near its interval's edge "
-                f"may differ there")  # fmt: skip
+                f"kernels the CPU would pick, with these package versions; other versions give "
+                f"other bits, as has every other machine so far, so a verdict near its "
+                f"interval's edge may differ there")  # fmt: skip
     return (
         "this machine's own (trainer.cpu_isa unset): another CPU gives other low bits, so "
         "another training per seed; a verdict near its interval's edge may differ there"

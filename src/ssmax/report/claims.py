@@ -1,7 +1,7 @@
 """The paper's claims, each decided on per-seed values paired by seed.
 
-The rule (issue 42), stated on 2026-11-27 before any verdict was computed under it; never tune
-it, the families or the claims towards a verdict:
+The rule (issue 42), stated before any verdict was computed under it (when: docs/results.md,
+"How a verdict is decided"); never tune it, the families or the claims towards a verdict:
 
 - A claim is a list of orderings "x below y on metric m" (lower loss; or, where the paper
   says y is above x, a lower accuracy or needle score for x).

@@ -116,8 +116,8 @@ def _beyond(crit: float, df: int, ncp: float) -> tuple[float, float]:
     """P(T > crit) and P(T < -crit) for T noncentral t (df, ncp)."""
     # scipy's nct is nan from |ncp| ~8 on, at any df: there the far tail is under
     # Phi(-|ncp|) < 1e-15 and counts as 0, the near one is normal's (exact there: not seen for
-    # df < 10,000 and ncp < 1000). (Taking the normal approximation everywhere ignored df: 2
-    # seeds at effect 11 sd had power 0.998 instead of Student's 0.778.)
+    # df < 10,000 and ncp < 1000). (The normal approximation everywhere would ignore df: 2
+    # seeds at effect 11 sd would get power 0.998 instead of Student's 0.778.)
     upper, lower = float(stats.nct.sf(crit, df, ncp)), float(stats.nct.cdf(-crit, df, ncp))
     if math.isnan(upper):
         upper = float(stats.norm.sf(crit - ncp)) if ncp > 0 else 0.0
