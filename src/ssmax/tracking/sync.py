@@ -42,7 +42,6 @@ from ssmax.tracking import (
     is_server,
     mlflow_client,
 )
-from ssmax.tracking.models import logged_model_id, register_version
 from ssmax.tracking.reach import check_reachable
 from ssmax.tracking.spool import deliver_pending
 
@@ -206,6 +205,11 @@ class Sync:
 
     def models(self) -> None:
         """Registered models and versions of copied runs, with their tags and aliases."""
+        # lazy: tracking.models is in the export stage's code (its result), not the report's;
+        # the report stage imports this module (NO_RESULT: stage_code does not follow it), so at
+        # the top importing that stage would load models outside its code (test_stage_reads)
+        from ssmax.tracking.models import logged_model_id, register_version
+
         for model in _pages(lambda t: self.src.search_registered_models(page_token=t)):
             self.dst.create_registered_model(model.name, dict(model.tags), model.description)
             query = f"name = '{model.name}'"
