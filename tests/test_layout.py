@@ -24,22 +24,27 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def imported(node: ast.AST, path: Path, name: str, known: set[str]) -> set[str]:
+    """The ssmax modules one statement of module `name` imports (none: not an import)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+            base = f"{base}.{node.module}" if node.module else base
+        targets = [f"{base}.{a.name}" for a in node.names] + [base]
+    else:
+        return set()
+    return {t for t in targets if t in known and t != name}
+
+
 def imports(path: Path, name: str, known: set[str]) -> set[str]:
     """The ssmax modules a module imports anywhere in its text (lazy imports count)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
-                base = f"{base}.{node.module}" if node.module else base
-            targets = [f"{base}.{a.name}" for a in node.names] + [base]
-        else:
-            continue
-        found |= {t for t in targets if t in known and t != name}
+        found |= imported(node, path, name, known)
     return found
 
 
@@ -85,6 +90,35 @@ def test_no_import_runs_up_a_floor() -> None:
         if floor(dep) > floor(name)
     ]
     assert not up, up
+
+
+MAX_INNER_IMPORTS = 25  # issue 46: from ~124
+
+
+def test_imports_inside_functions_say_why() -> None:
+    """Imports at the top: an ssmax import inside a function has its reason beside it, a
+    comment on its line or above it (over the imports of its group) that says `lazy` (what the
+    top would cost, measured; an optional dependency) or names the `cycle` it breaks."""
+    mods = modules()
+    inner, silent = set(), []
+    for name, path in mods.items():
+        lines = path.read_text().splitlines()
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if not imported(node, path, name, set(mods)) or (name, node.lineno) in inner:
+                    continue
+                inner.add((name, node.lineno))
+                above, i = [lines[node.lineno - 1]], node.lineno - 2
+                while i >= 0 and lines[i].lstrip().startswith(("#", "from ", "import ")):
+                    above.append(lines[i])
+                    i -= 1
+                comments = [line.partition("#")[2] for line in above if "#" in line]
+                if not any("lazy" in c or "cycle" in c for c in comments):
+                    silent.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not silent, f"imports inside functions without their reason beside them: {silent}"
+    assert len(inner) <= MAX_INNER_IMPORTS, sorted(inner)
 
 
 def test_no_file_in_src_is_over_400_lines() -> None:

@@ -19,6 +19,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import ConfigError, check_cli_choices, check_override_keys, debug
+from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
 from ssmax.pipeline.slurm.launcher import launcher_value, register_resolvers
 from ssmax.preflight.input_files import check_inputs
@@ -27,6 +28,9 @@ from ssmax.tracking.reach import check_tracking
 
 if TYPE_CHECKING:  # training imports Lightning: only when it trains
     from ssmax.lit.trainer import DataModuleFor
+
+# Lightning (~4 s to import on 2 cores: ssmax.lit, the datamodules) is imported inside the
+# functions that train, so that --help, --cfg job and a bad override answer without it
 
 # conf/hydra/launcher/ssmax_slurm.yaml reads the cluster profile through it.
 register_resolvers()
@@ -39,7 +43,7 @@ def _requeueable() -> AbstractContextManager[object]:
         return nullcontext()
     from submitit.core.job_environment import JobEnvironment
 
-    from ssmax.lit.resume import DeferredSignal
+    from ssmax.lit.resume import DeferredSignal  # lazy: Lightning, only to train
 
     return DeferredSignal(JobEnvironment._usr_sig())
 
@@ -65,17 +69,17 @@ def _log_once() -> None:
 def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
     """The objective's datamodule (the pipeline's stages each import only their own)."""
     if cfg.objective == "sft":
-        from ssmax.data.sft_module import sft_datamodule
+        from ssmax.data.sft_module import sft_datamodule  # lazy: Lightning, only to train
 
         return sft_datamodule
-    from ssmax.data.lm_module import lm_datamodule
+    from ssmax.data.lm_module import lm_datamodule  # lazy: Lightning, only to train
 
     return lm_datamodule
 
 
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
-    from ssmax.data.hub import DataUnavailableError
+    # lazy: both import Lightning, only to train
     from ssmax.lit.guards import TrainingDiverged
     from ssmax.lit.trainer import train
 

@@ -8,12 +8,19 @@ print it and exit with status 2.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.config.rules import one_line
 from ssmax.config.schema import PipelineConfig, TrainConfig
 from ssmax.model import ModelConfig, Transformer, VariantConfig
 
@@ -39,8 +46,6 @@ def require(ok: bool, message: str) -> None:
 def store_schemas() -> None:
     """Register the schema (ssmax.config.schema) with Hydra's ConfigStore: the `schema` group that
     conf/config.yaml (train) and conf/pipeline.yaml (pipeline) merge first. Idempotent."""
-    from hydra.core.config_store import ConfigStore
-
     store = ConfigStore.instance()
     for name, node in SCHEMAS.items():
         store.store(group="schema", name=name, node=node, package="_global_")
@@ -53,17 +58,10 @@ def compose(*overrides: str, config_name: str = "config") -> DictConfig:
     """The composed config, as `python -m ssmax.train <overrides>` would see it (or the
     pipeline entry, with config_name="pipeline"). A value of the wrong type, or a key the
     schema lacks, raises ConfigError in one line."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from ssmax.config.rules import one_line
-
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         try:
             return hydra_compose(config_name, overrides=list(overrides))
         except Exception as err:  # Hydra's and OmegaConf's errors span several lines
-            from hydra.errors import OverrideParseException
-
             if isinstance(err, OverrideParseException):
                 raise parse_error(err, overrides) from None
             message = one_line(err)
@@ -74,8 +72,6 @@ def compose(*overrides: str, config_name: str = "config") -> DictConfig:
 
 def parse_error(err: Exception, args: Sequence[str]) -> ConfigError:
     """Hydra's multi-line grammar error as one line naming the override and what to do."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     bad = next((a for a in args if not _parses(OverridesParser.create(), a)), "an override")
     return ConfigError(
         f"{bad!r} is not a valid override ({str(err).strip().splitlines()[0]}): quote a value "
@@ -128,8 +124,6 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
     fails in one line naming the key and its nearest valid neighbours (trainer.pretrain.lrr=1
     -> lr; output_dir=x -> paths.output_dir), before any work. The config of reference is
     composed with the group choices of argv only."""
-    import difflib
-
     pairs = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
     is_group = lambda key: "/" in key or (CONF_DIR / key).is_dir()  # noqa: E731
     # every setting that is not a group choice: dotted keys and root ones (seed=1, output_dir=x)
@@ -157,9 +151,6 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
 def first_choices(argv: Sequence[str]) -> list[str]:
     """The overrides of argv with each sweep (a,b / choice(a,b) / range(3)) at its first value;
     Hydra's own settings (hydra.*, hydra/...) are left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
     out = []
     for arg in (a for a in argv if "=" in a and not a.lstrip("+~").startswith("hydra")):
         try:

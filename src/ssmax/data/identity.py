@@ -14,6 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.data.corpus import embedded_sha
+
 SFT_KEYS = ("sft_", "squad_files", "hf_squad")
 # where data lives and how it is read; the shards' content counts instead (the fingerprint's
 # training_data)
@@ -59,8 +61,6 @@ def data_manifest(cfg: DictConfig, sft: bool = False) -> str:
     """Identifies the data itself (the config only names it); sft: the SFT set's local files
     too, where the node reads them."""
     if cfg.data.source == "embedded":
-        from ssmax.data.corpus import embedded_sha
-
         manifest = embedded_sha()
     else:
         manifest = json.dumps([cfg.data.hf_slimpajama, local_files(cfg.data.slimpajama_files)])

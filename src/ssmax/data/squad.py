@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from ssmax.data.corpus import split_of
 from ssmax.data.hub import offline, require_hub
+from ssmax.data.squad_gen import generate_squad
 from ssmax.data.squad_schema import squad_features
 
 SFT_SPLITS = ("train", "validation")
@@ -79,8 +80,6 @@ def load_squad(data_cfg: DictConfig, split: str, filtered: bool = True):
         raise ValueError(f"split={split!r}; allowed: {SFT_SPLITS}")
     source = data_cfg.sft_source
     if source == "generated":
-        from ssmax.data.squad_gen import generate_squad
-
         ds = _hash_split(generate_squad(data_cfg), split, float(data_cfg.sft_val_fraction))
     elif source == "squad_v2":
         local = data_cfg.squad_files

@@ -17,6 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.corpus import embedded_sha, load_embedded
+from ssmax.data.fact_spec import fact_texts, spec_from_cfg
 from ssmax.files.atomic import atomic_copy, atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,6 @@ def planted_texts(data_cfg: DictConfig) -> list[str]:
     count = planted_count(data_cfg)
     if not count:
         return []
-    from ssmax.data.fact_spec import fact_texts, spec_from_cfg
 
     return fact_texts(spec_from_cfg(data_cfg.facts), count)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 
+from ssmax.config.compose import ConfigError
+
 
 def require_transformers() -> None:
     """transformers is the optional group [hf]: say so in one line where it is missing."""
-    from ssmax.config.compose import ConfigError
-
     if importlib.util.find_spec("transformers") is None:
         raise ConfigError("the export needs transformers: pip install -e '.[hf]' (make setup "
                           "installs it)")  # fmt: skip

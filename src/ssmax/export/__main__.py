@@ -21,6 +21,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import ConfigError, debug
 from ssmax.export import require_transformers
+from ssmax.pipeline.run import plan
+from ssmax.preflight.weights import read_weights
 
 
 def run_config(path: Path) -> DictConfig:
@@ -47,8 +49,6 @@ def check_out(out: Path) -> None:
 
 def node_source(node: str, overrides: list[str]) -> tuple[DictConfig, str, dict[str, Any]]:
     """(config, weights, provenance) of a finished pipeline node with weights."""
-    from ssmax.pipeline.run import plan
-
     _, jobs = plan(overrides)
     with_weights = [j for j in jobs if j.trains or j.module == "rope"]
     names = [j.name for j in with_weights]
@@ -88,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, overrides = parser.parse_known_args(argv)
         require_transformers()
+        # lazy: an optional dependency: export.folder imports transformers (the group [hf]),
+        # which require_transformers names in one line where it is missing
         from ssmax.export.folder import check_rope_factor, trained_model, write_export
-        from ssmax.preflight.weights import read_weights
 
         bad = [o for o in overrides if o.startswith("-") or "=" not in o]
         if bad or (args.weights and overrides):

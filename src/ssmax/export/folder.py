@@ -31,6 +31,7 @@ from ssmax.export.hf import to_transformers
 from ssmax.export.modeling_ssmax import SSMaxLlamaForCausalLM
 from ssmax.files.atomic import atomic_dir
 from ssmax.model import Transformer, laws
+from ssmax.preflight.weights import check_fits, read_weights
 
 PROVENANCE = "ssmax.json"
 # the remote code of every law but softmax: config.json's auto_map and the files it names,
@@ -61,8 +62,6 @@ def hf_tokenizer(data_cfg: DictConfig) -> Any:
 
 def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
     """The configured Transformer with exactly these weights (the law's s, b, p_n included)."""
-    from ssmax.preflight.weights import check_fits, read_weights
-
     state = read_weights(weights, key="--weights")
     try:
         check_fits(cfg, state, key="weights")

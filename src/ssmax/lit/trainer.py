@@ -44,10 +44,10 @@ from ssmax.tracking import (
     ensure_experiment,
     is_server,
     log_config,
-    log_datasets,
     run_tags,
     tracking_uri,
 )
+from ssmax.tracking.datasets import log_datasets
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
 from ssmax.tracking.system_metrics_callback import NodeSystemMetrics
 

@@ -21,7 +21,18 @@ from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError, check_cli_choices, check_override_keys, debug
 from ssmax.data.hub import DataUnavailableError
+from ssmax.host.devices import uses_cuda
+from ssmax.pipeline.cost import format_costs, plan_costs
+from ssmax.pipeline.executors import run_pipeline
+from ssmax.pipeline.run import NodeJob, abort_open_runs, compose_pipeline, plan
 from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
+from ssmax.pipeline.slurm import book_path, print_status
+from ssmax.pipeline.slurm.cluster_profile import check_cluster
+from ssmax.pipeline.state import remove_partial_records
+from ssmax.tracking import close_dead, folder_store
+from ssmax.tracking.manifest import packages_sha
+from ssmax.tracking.reach import check_tracking
+from ssmax.tracking.spool import deliver_pending
 
 
 def _close_dead(cfg: DictConfig, log: Callable[[str], None]) -> None:
@@ -29,14 +40,13 @@ def _close_dead(cfg: DictConfig, log: Callable[[str], None]) -> None:
     one line."""
     if not cfg.tracking.enabled:
         return
-    from ssmax.tracking import close_dead, folder_store
 
     line = close_dead(folder_store(cfg), cfg.paths.output_dir)
     if line:
         log(line)
 
 
-def _print_plan(jobs: list) -> None:  # noqa: ANN001 - NodeJob, imported lazily
+def _print_plan(jobs: list[NodeJob]) -> None:
     for job in jobs:
         if job.done is not None:
             state = "cached"
@@ -57,7 +67,6 @@ def other_packages_line(records: list[dict]) -> str:
     recorded = [str(r["packages_sha"]) for r in records if r.get("packages_sha")]
     if not recorded:
         return ""
-    from ssmax.tracking.manifest import packages_sha
 
     current = packages_sha()
     other = sorted(sha for sha in recorded if sha != current)
@@ -73,24 +82,13 @@ def run(overrides: list[str], wait: bool = False) -> int:
     """Plan, then, holding the output folder's lock, run the plan with the configured executor
     (ssmax.pipeline.executors). Nodes another run finished while this one waited are cached:
     a node's done-marker is read when the executor reaches it."""
-    from ssmax.pipeline.executors import run_pipeline
-    from ssmax.pipeline.run import abort_open_runs, compose_pipeline, plan
-    from ssmax.pipeline.state import remove_partial_records
-    from ssmax.tracking.reach import check_tracking
-
     remote = check_tracking(compose_pipeline(overrides))  # before planning every node: seconds
     cfg, jobs = plan(overrides)
     if remote and Path(cfg.paths.output_dir).is_dir():  # what earlier runs left for the server
-        from ssmax.tracking.spool import deliver_pending
-
         deliver_pending(cfg.paths.output_dir)
     if cfg.executor.kind == "slurm":  # the jobs run on the cluster's nodes, GPUs or not
-        from ssmax.pipeline.slurm.cluster_profile import check_cluster
-
         check_cluster()
     else:
-        from ssmax.host.devices import uses_cuda
-
         uses_cuda(str(cfg.trainer.accelerator))  # a GPU asked for and not here: one line
     log = lambda line: print(line, flush=True)  # noqa: E731
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
@@ -100,8 +98,6 @@ def run(overrides: list[str], wait: bool = False) -> int:
         try:
             status = run_pipeline(cfg, jobs, overrides, log)
             if remote:  # what training nodes kept while the server was away, if it is back
-                from ssmax.tracking.spool import deliver_pending
-
                 deliver_pending(cfg.paths.output_dir)
             return status
         except BaseException as err:  # the MLflow run ends FAILED (KILLED on Ctrl-C), not RUNNING
@@ -130,16 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         check_override_keys(overrides, config_name="pipeline")
         if command == "run":
             return run(overrides, wait)
-        from ssmax.pipeline.run import plan
-        from ssmax.pipeline.slurm import book_path, print_status
 
         cfg, jobs = plan(overrides)
         if command == "status" and book_path(cfg).exists():  # nodes were submitted to SLURM
             return print_status(cfg, jobs)
         _print_plan(jobs)
         if command == "plan":
-            from ssmax.pipeline.cost import format_costs, plan_costs
-
             print(format_costs(cfg, plan_costs(cfg, jobs)))
         return 0
     except Busy as err:

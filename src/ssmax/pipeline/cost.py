@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.pipeline import measured
 from ssmax.pipeline.run import NodeJob
+from ssmax.pipeline.slurm import stage_resources
 from ssmax.stages.costing import StageCost, per_token
 
 SHARD_BYTES = 2  # per token in uint16 shards
@@ -103,7 +104,6 @@ def measured_flop_rate(cfg: DictConfig, rate: measured.Rate) -> float:
 def executor_gpus(base: DictConfig) -> Callable[[NodeJob, DictConfig], int]:
     """node, node config -> GPUs of its job."""
     if base.executor.kind == "slurm":
-        from ssmax.pipeline.slurm import stage_resources
 
         def slurm(job: NodeJob, cfg: DictConfig) -> int:
             res = stage_resources(base, job.stage)

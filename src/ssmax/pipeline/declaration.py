@@ -13,6 +13,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ssmax.config.variants import facts
+
 PIPELINES_DIR = Path(__file__).resolve().parents[3] / "pipelines"
 START = "start"  # in chain and report.reads: the variant's first node
 OPTIONAL = {"export"}  # keys a declaration may leave out
@@ -80,8 +82,6 @@ def _check(decl: Declaration, path: Path) -> None:
 
 def from_scratch(decl: Declaration) -> list[str]:
     """The declared variants pretrained from scratch that get evals ((a)-(d) in the paper)."""
-    from ssmax.config.variants import facts
-
     return [v for v in decl.variants if facts(v).start is None and facts(v).evals]
 
 

@@ -30,6 +30,9 @@ from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.pipeline.snapshot import snapshot
 from ssmax.pipeline.stage_code import stage_code
+from ssmax.tracking import ensure_experiment, is_server, tracking_uri
+from ssmax.tracking.spool import KEPT, end_open_spools
+from ssmax.tracking.ui import training_view
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")
@@ -233,8 +236,6 @@ class _Worker:
 
     def kept_lines(self) -> list[str]:
         """The node's line on MLflow records kept for a server that was away, from its log."""
-        from ssmax.tracking.spool import KEPT
-
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return [line for line in text.splitlines() if KEPT in line]
 
@@ -282,8 +283,6 @@ def _work(job: NodeJob, log_path: str, conn: Any, login: dict[str, str]) -> None
     else:
         conn.send(("done", record))
     finally:
-        from ssmax.tracking.spool import end_open_spools
-
         end_open_spools()  # its line on what stays for later: the fork's exit skips atexit
         sys.stdout.flush()
         sys.stderr.flush()
@@ -296,9 +295,6 @@ EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
 def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log) -> int:
     """Run the planned jobs with cfg.executor.kind's executor under one MLflow parent run; the
     exit status: 0, or 1 when a node failed or was blocked."""
-    from ssmax.tracking import ensure_experiment, is_server, tracking_uri
-    from ssmax.tracking.ui import training_view
-
     start = time.perf_counter()
     costs = plan_costs(cfg, jobs)
     remaining = downstream_flops(costs)

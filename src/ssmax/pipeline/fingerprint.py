@@ -15,6 +15,7 @@ from functools import cache
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.data.identity import data_manifest, data_shape
+from ssmax.data.shards import manifest_sha
 from ssmax.pipeline.stage_code import PACKAGE, stage_code
 from ssmax.stages.spec import StageSpec
 
@@ -54,8 +55,6 @@ def training_data(cfg: DictConfig) -> dict[str, object]:
     """What pretraining reads beyond its config: the prepared shards' manifest, or for a stream
     packed per (rank, DataLoader worker) the number of those shards (it shapes the rows)."""
     if cfg.data.shards_dir:
-        from ssmax.data.shards import manifest_sha
-
         return {"shards": manifest_sha(cfg.data.shards_dir)}
     if cfg.data.source == "slimpajama":
         t = cfg.trainer

@@ -12,20 +12,39 @@ import importlib
 import shutil
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import ConfigError, absolute_paths, check_override_keys, compose
 from ssmax.files.atomic import remove_temporaries
 from ssmax.host.cpu_isa import check_pinned, on_cpu, pin_environment
+from ssmax.host.ranks import global_rank
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
-from ssmax.pipeline.state import node_dir, read_done, read_record, write_done
+from ssmax.pipeline.state import node_dir, read_done, read_record, write_done, write_pipeline_run
+from ssmax.preflight.input_files import check_inputs
 from ssmax.preflight.settings import validate
+from ssmax.stages.context import StageContext
 from ssmax.stages.spec import COMMON_USES, StageSpec
+from ssmax.tracking import (
+    child_run,
+    finish_run,
+    log_artifacts,
+    offline,
+    set_tags,
+    start_pipeline_run,
+    tracking_uri,
+    use_node_store,
+)
+from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS, git_commit, node_tags
+from ssmax.tracking.spool import finish_later
+from ssmax.tracking.sync import merge_nodes
+from ssmax.tracking.system_metrics import for_run
 
 
 def stage_spec(module: str) -> StageSpec:
@@ -74,9 +93,6 @@ def only_keys(cfg: DictConfig, keys: tuple[str, ...]) -> DictConfig:
 def _finish_later(cfg: DictConfig, directory: Path, run_id: str, job: NodeJob) -> bool:
     """A training run whose tracking server was away when it ended is finished behind its
     pending metrics (ssmax.tracking.spool), not by a call that would wait minutes for it."""
-    from ssmax.tracking import tracking_uri
-    from ssmax.tracking.spool import finish_later
-
     return finish_later(directory, tracking_uri(cfg), run_id, "FINISHED", _tags(job))
 
 
@@ -127,8 +143,6 @@ def _reads(cfg: DictConfig) -> object:
 def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
     """The pipeline config and every node as a job, inputs first. Every setting and input
     file is checked first (ConfigError: one line)."""
-    from ssmax.preflight.input_files import check_inputs
-
     base = compose(*overrides, config_name="pipeline")
     decl = declared(base)  # compose_pipeline, keeping the declaration
     validate(base)
@@ -173,19 +187,11 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     When several processes run the node (DDP: one SLURM task per device), each runs the stage
     (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
     the done-marker. The others return the record without writing it."""
-    from ssmax.host.ranks import global_rank
-    from ssmax.stages.context import StageContext
-    from ssmax.tracking import child_run, finish_run, offline, use_node_store
-    from ssmax.tracking.manifest import git_commit, node_tags
-    from ssmax.tracking.system_metrics import for_run
-
     cfg = OmegaConf.create(job.cfg_yaml)
     isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
     if pin_environment(isa):  # before the node's first computation (ssmax.host.cpu_isa)
         check_pinned(isa)
     if job.threads or isa:
-        import torch
-
         torch.set_num_threads(1 if isa else job.threads)
     rank0 = global_rank() == 0
     directory = Path(job.dir)
@@ -227,8 +233,6 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
             finish_run(cfg, run_id, "FAILED")
         if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
             if offline(cfg):  # its failed run, before its folder may go
-                from ssmax.tracking.sync import merge_nodes
-
                 merge_nodes(cfg.paths.output_dir, directory)
             discard_unresumable(directory)
         raise
@@ -253,8 +257,9 @@ def adopt_resumed_run(cfg: DictConfig, directory: Path, parent_run_id: str) -> N
     """A training node that resumes reopens the MLflow run an earlier pipeline run started
     (its id in the node's folder); it becomes a child of this pipeline's run, where the node
     now runs and will finish (the earlier one, killed or failed, no longer holds it)."""
+    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process, its eval and
+    # report workers and the SLURM client import this module without it (tests/test_layout.py)
     from ssmax.lit.trainer import RUN_ID_FILE
-    from ssmax.tracking import set_tags
 
     id_file = directory / RUN_ID_FILE
     if id_file.exists():
@@ -289,11 +294,6 @@ class ParentRun:
 
     def id(self) -> str | None:
         if self._id is None and self.cfg.tracking.enabled:
-            from datetime import datetime
-
-            from ssmax.pipeline.state import write_pipeline_run
-            from ssmax.tracking import start_pipeline_run, tracking_uri
-
             cfg = self.cfg
             name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
             # start_pipeline_run adds the source tags (the git commit)
@@ -316,8 +316,6 @@ class ParentRun:
     def abort(self, status: str) -> None:
         """The invocation ended on an exception: the run ends with status, not RUNNING."""
         if self._id is not None and not self.handed_off:
-            from ssmax.tracking import finish_run
-
             finish_run(self.cfg, self._id, status)
         self.handed_off = True
 
@@ -335,8 +333,6 @@ def made_by(record: dict[str, Any]) -> dict[str, str]:
     """The tags of a cached node's run that say what made it, from its done record (the
     commit, packages, machine and SLURM job of the run that did), not from this process; none
     for a record from before they were kept."""
-    from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS
-
     tags = {k: str(record[k]) for k in (*NODE_KEYS, *SLURM_KEYS) if record.get(k)}
     if record.get("git_commit"):
         commit = str(record["git_commit"])
@@ -349,11 +345,7 @@ def close_pipeline_run(
 ) -> None:
     """Cached nodes appear as child runs linked to the run that made them; the report
     becomes an artifact of the pipeline's run, which ends FINISHED or FAILED."""
-    from ssmax.tracking import child_run, finish_run, log_artifacts, offline
-
     if offline(cfg):  # the nodes' own stores into the folder's, before its cached runs
-        from ssmax.tracking.sync import merge_nodes
-
         merge_nodes(cfg.paths.output_dir)
     for job in jobs:
         if states.get(job.name) != "cached":

@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError
 from ssmax.data.identity import listed_files
+from ssmax.data.squad import flatten_nested
 from ssmax.preflight.weights import check_fits, read_weights
 
 SAMPLE_LINES = 1000  # lines of each local jsonl file checked before the run
@@ -161,7 +162,6 @@ def check_squad(path: str, key: str = "data.squad_files") -> None:
         for number, line in _lines(file, key, None):
             _row(file, key, number, line, SQUAD_KEYS)
         return
-    from ssmax.data.squad import flatten_nested
 
     try:
         nested = json.loads(file.read_text(encoding="utf-8"))

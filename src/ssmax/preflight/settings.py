@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError, compose, first_choices, require
+from ssmax.config.rules import RuleError, check_rules
 from ssmax.config.schema import OBJECTIVES
+from ssmax.data.fact_spec import spec_from_cfg
+from ssmax.model.laws import ADAPTIVE
 
 GPT2_VOCAB = 50257
 
@@ -39,8 +43,6 @@ def _check_batch(cfg: DictConfig, stage: str) -> None:
 
 def _check_facts(d: DictConfig) -> None:
     """data.facts (ssmax.data.fact_spec.check_spec's rules) and where facts can be planted."""
-    from ssmax.data.fact_spec import spec_from_cfg
-
     try:
         spec = spec_from_cfg(d.facts)
     except ValueError as err:
@@ -56,10 +58,6 @@ def _check_facts(d: DictConfig) -> None:
 def _check_path(v: DictConfig, accelerator: str) -> None:
     """variant.path against the law (ssmax.model.attention): SDPA runs the query factors only,
     FlexAttention normalises with softmax and has no backward on the CPU."""
-    import torch
-
-    from ssmax.model.laws import ADAPTIVE
-
     if v.normalizer != "softmax":
         require(
             v.path in ("auto", "explicit"),
@@ -86,8 +84,6 @@ def _check_path(v: DictConfig, accelerator: str) -> None:
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError on the first bad setting: a field outside its schema rule (ranges,
     choices: ssmax.config.schema), then the rules between fields."""
-    from ssmax.config.rules import RuleError, check_rules
-
     try:
         check_rules(cfg)
     except RuleError as err:

@@ -11,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError, build_model
+from ssmax.model.transformer import VARIANT_PARAMS
 
 
 def read_weights(path: str | Path, key: str = "init_from") -> dict[str, torch.Tensor]:
@@ -58,8 +59,6 @@ def _describe(shapes: dict[str, tuple[int, ...]]) -> str:
 def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init_from") -> None:
     """The weights fit the configured model and variant: every tensor present with its shape;
     only the variant's own scalars (s, b, p_n) may be absent (ssmax.model.load_backbone)."""
-    from ssmax.model.transformer import VARIANT_PARAMS
-
     with torch.device("meta"):  # shapes only: no memory, no init
         model = build_model(cfg)
     want = {k: tuple(v.shape) for k, v in model.state_dict().items()}

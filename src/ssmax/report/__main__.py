@@ -16,6 +16,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
+from ssmax.pipeline.state import node_dir, pipeline_run_path, read_done, read_pipeline_run
+from ssmax.report.build import build_report, settings_from_cfg
+from ssmax.report.system_table import system_rows
+from ssmax.tracking import STORE_FILE, close_dead, default_store, mlflow_client
+from ssmax.tracking.reach import check_reachable
+from ssmax.tracking.spool import deliver_pending
+from ssmax.tracking.sync import merge_nodes
+
 REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah", "export")
 MADE_BY = ("git_commit", "packages_sha", "host", "cpu", "gpus")  # what a node's run says made it
 
@@ -24,10 +34,7 @@ def pipeline_run(client: Any, output_dir: Path, uri: str, run_id: str | None = N
     """The pipeline run to report on: run_id, else the one last started on output_dir (its
     pipeline/mlflow_run.json), else (a folder from before that record) the latest pipeline run
     of the folder's own sqlite store. A server's latest may be another folder's: never taken."""
-    from mlflow.exceptions import MlflowException
-
-    from ssmax.pipeline.state import pipeline_run_path, read_pipeline_run
-    from ssmax.tracking import default_store
+    from mlflow.exceptions import MlflowException  # lazy: MLflow (~2 s), not for --help
 
     recorded = None if run_id else read_pipeline_run(output_dir)
     wanted = run_id or (recorded or {}).get("run_id")
@@ -57,8 +64,6 @@ def pipeline_run(client: Any, output_dir: Path, uri: str, run_id: str | None = N
 
 def node_outputs(output_dir: Path, tags: dict[str, str]) -> tuple[Path, dict] | None:
     """(node folder, done record) of a child run, from its node and fingerprint tags."""
-    from ssmax.pipeline.state import node_dir, read_done
-
     node, fingerprint = tags.get("node"), tags.get("fingerprint")
     if not node or not fingerprint:
         return None
@@ -72,9 +77,7 @@ def collect(
 ) -> tuple[dict, Path, Any, dict[str, dict[str, str]]]:
     """(report inputs {node: outputs}, the folder of a config to read settings from, run,
     {node: what made it (MADE_BY, from its run's tags, else its done record)})."""
-    from ssmax.tracking.client import Client
-
-    client = Client(uri)
+    client = mlflow_client(uri)
     parent = pipeline_run(client, output_dir, uri, run_id)
     children = client.search_runs(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
@@ -149,8 +152,6 @@ def variants_of(inputs: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ssmax.tracking import STORE_FILE, default_store
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", required=True, help="the pipeline's paths.output_dir")
     parser.add_argument("--dest", help="where to write the report (default: OUTPUT_DIR/report)")
@@ -168,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
             "--tracking-uri http://HOST:PORT (make report TRACKING_URI=...)", file=sys.stderr,
         )  # fmt: skip
         return 2
-    from ssmax.tracking.reach import check_reachable
 
     problem = check_reachable(  # a server that is down: one line in seconds, not minutes
         uri, setting="--tracking-uri",
@@ -177,14 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from ssmax.tracking.spool import deliver_pending
 
     deliver_pending(output_dir)  # what training runs left for a server that was away
     if not args.tracking_uri:  # tracking.mode=offline: the nodes' own stores into the folder's
-        from ssmax.tracking.sync import merge_nodes
-
         merge_nodes(output_dir)
-    from ssmax.tracking import close_dead
 
     closed = close_dead(uri, output_dir)  # a crash's runs read as KILLED, not as running
     if closed:
@@ -194,9 +190,6 @@ def main(argv: list[str] | None = None) -> int:
     except LookupError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from omegaconf import OmegaConf
-
-    from ssmax.report.build import build_report, settings_from_cfg
 
     cfg = OmegaConf.load(config_dir / "config.yaml")
     for key, found in (("seeds", seeds_of(inputs)), ("variants", variants_of(inputs))):
@@ -206,10 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.tracking_uri = uri  # the store we read, wherever the run first wrote it
     settings.details["pipeline run"] = f"{parent.info.run_name} ({parent.info.run_id})"
     settings.manifest = manifest_lines(parent.data.tags, made)
-    from ssmax.report.system_table import system_rows
-    from ssmax.tracking.client import Client
-
-    settings.system = system_rows(Client(uri), parent)
+    settings.system = system_rows(mlflow_client(uri), parent)
     dest = Path(args.dest) if args.dest else output_dir / "report"
     out = build_report(inputs, settings, dest)
     print(json.dumps(out["claims"], indent=1))

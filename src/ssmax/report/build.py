@@ -11,14 +11,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.variants import learns_p_n, with_starts
+from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.report.claims import claims, in_scope
 from ssmax.report.design import design_rows
-from ssmax.report.figures import make_figures
+from ssmax.report.figures import make_figures, pn_fits
 from ssmax.report.gather import Design, Results, Settings, Table
 from ssmax.report.metrics import PN_R2
 from ssmax.report.render import markdown, to_html
 from ssmax.report.rivals import board_json, leaderboard, rival_claims
 from ssmax.report.table import gather, rows
+from ssmax.tracking import folder_store
 
 
 def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -41,8 +43,6 @@ def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
 
 def settings_from_cfg(cfg: DictConfig) -> Settings:
     """The run's settings as the report shows them (and where Fig. 4 finds MLflow)."""
-    from ssmax.tracking import folder_store
-
     uri = folder_store(cfg) if cfg.tracking.enabled else None
     details = {
         "variants": ", ".join(cfg.pipeline.variants),
@@ -89,8 +89,6 @@ def cpu_bits(cfg: DictConfig) -> str | None:
 
 def trained_on(data: DictConfig) -> dict[str, str]:
     """The data the models saw, in words: pretraining (with planted facts) and SFT."""
-    from ssmax.data.fact_spec import spec_from_cfg
-
     tokenizer = (
         f"GPT-2's BPE ({data.vocab_size:,} tokens)"
         if data.tokenizer == "gpt2"
@@ -121,8 +119,6 @@ def trained_on(data: DictConfig) -> dict[str, str]:
 def add_pn_fits(table: Table, results: Results) -> None:
     """The rationale model's log-law R² per seed into the table (results.json): the p_n claim's
     metric, beside the others, so that a run's results.json holds every claim's values."""
-    from ssmax.report.figures import pn_fits
-
     rationale = [v for v in results.variants("pretrain") if learns_p_n(v)][:1]
     for seed, (_, fit) in pn_fits(results).items():
         if not math.isnan(fit.r2):
@@ -145,7 +141,9 @@ def build_report(
     md, page = folder / "report.md", folder / "report.html"
     models = model_rows(inputs)
     design = design_rows(results, settings.design, settings.variants) if settings.design else []
-    # here, not at the top: `python -m ssmax.report.published` imports this package first
+    # lazy, a cycle at load time: against imports report.published, and `python -m
+    # ssmax.report.published` imports this package first (at the top: runpy's RuntimeWarning,
+    # the module found in sys.modules before it runs as __main__)
     from ssmax.report.against import against
 
     placed = against(table, settings.preset)  # this run's seeds against the published ones

@@ -59,6 +59,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ssmax.config.variants import by_letter, facts, learns_p_n, names
+from ssmax.report.figures import pn_fits
 from ssmax.report.gather import Results
 from ssmax.report.metrics import absent_reason, values_of
 from ssmax.report.multiplicity import Tested, rule
@@ -349,7 +350,6 @@ def _pn_r2(results: Results) -> tuple[dict[int, float], str, str]:
         r2 = values_of(results, "pn_r2", rationale[0]) if rationale else {}
         why = absent_reason(results, "pn_r2") or "no p_n"
         return r2, f"R² {_spread(list(r2.values()))}; a1, a2: not in the table", why
-    from ssmax.report.figures import pn_fits
 
     fits = pn_fits(results)
     r2 = {s: f.r2 for s, (_, f) in fits.items() if not math.isnan(f.r2)}

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ssmax.config.variants import learns_p_n
+from ssmax.report.figures_needle import fig7, fig8
+from ssmax.report.figures_runs import fig4, fig5, fig6
 from ssmax.report.formulas import LogFit, fig1_max_output, fig3_transformed, fit_log
 from ssmax.report.gather import Results, learned_p_n
 from ssmax.report.paper import PAPER
@@ -109,9 +111,6 @@ def fig3(results: Results, folder: Path) -> FigureFile:
 
 
 def all_figures() -> list[Callable[[Results, Path], FigureFile]]:
-    from ssmax.report.figures_needle import fig7, fig8
-    from ssmax.report.figures_runs import fig4, fig5, fig6
-
     return [fig1, fig2, fig3, fig4, fig5, fig6, fig7, fig8]
 
 

@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 
 from ssmax.config.variants import ordered
+from ssmax.preflight.weights import read_weights
+from ssmax.tracking import mlflow_client
+from ssmax.tracking.sync import copy_id
 
 PRETRAINED = ("pretrain", "switch")  # a variant's pretraining node is one or the other
 
@@ -96,16 +99,12 @@ def metric_history(
     duplicated step wins (a resumed run logs its steps again)."""
     if not uri or not run_id:
         return None
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # lazy: MLflow (~2 s) for Fig. 4's curves only
 
-    from ssmax.tracking.client import Client
-
-    client = Client(uri)
+    client = mlflow_client(uri)
     try:
         history = client.get_metric_history(run_id, key)
         if not history:  # offline: the node's run, merged into the folder's store as a copy
-            from ssmax.tracking.sync import copy_id
-
             copied = copy_id(client, run_id)
             history = client.get_metric_history(copied, key) if copied else []
     except MlflowException:
@@ -121,7 +120,6 @@ def learned_p_n(weights: str | Path | None) -> np.ndarray | None:
     """The rationale model's learned p_n (n = 1..N) from its saved state dict."""
     if not weights or not Path(weights).exists():
         return None
-    from ssmax.preflight.weights import read_weights  # torch with it: only this figure needs it
 
     state = read_weights(weights, key="weights")
     p_n = state.get("p_n")

@@ -8,6 +8,8 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from ssmax.tracking.sync import copy_id
+
 COLUMNS = ["node", "process peak MB", "host peak MB", "GPU peak MB", "GPU mean utilisation %"]
 PROCESS, HOST = "process_memory_megabytes", "system_memory_usage_megabytes"
 GPU_MEMORY, GPU_UTIL = "_memory_usage_megabytes", "_utilization_percentage"
@@ -44,9 +46,7 @@ def _row(client: Any, run_id: str, label: str, keys: list[str]) -> list[str]:
 
 def system_rows(client: Any, parent: Any) -> list[list[str]]:
     """A row per node run under the pipeline's run; a cached node's from the run that made it."""
-    from mlflow.exceptions import MlflowException
-
-    from ssmax.tracking.sync import copy_id
+    from mlflow.exceptions import MlflowException  # lazy: MLflow (~2 s), not for report --help
 
     query = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'"
     children = client.search_runs([parent.info.experiment_id], query, max_results=5000)

@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ssmax.config.compose import model_config, variant_config
+from ssmax.model import count_parameters
+
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
@@ -42,9 +45,6 @@ class StageCost:
 
 def per_token(cfg: DictConfig, context: int, training: bool) -> tuple[float, int]:
     """(FLOPs per token, N) of the node's model at a context of ``context`` tokens."""
-    from ssmax.config.compose import model_config, variant_config
-    from ssmax.model import count_parameters
-
     n = count_parameters(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
     m = cfg.model
     attention = 4 * m.n_layers * m.dim * context

@@ -11,8 +11,13 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from omegaconf import OmegaConf
+
+from ssmax.export import require_transformers
 from ssmax.stages.costing import BYTES_WEIGHTS, StageCost, parameters
 from ssmax.stages.spec import StageSpec
+from ssmax.tracking import mlflow_client, offline, tracking_uri, use_node_store
+from ssmax.tracking.models import log_model
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
     from omegaconf import DictConfig
@@ -34,10 +39,10 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.export import require_transformers
-
     require_transformers()
-    from ssmax.export.folder import trained_model, write_export  # imports transformers
+    # lazy: an optional dependency: export.folder imports transformers (the group [hf]), which
+    # require_transformers names in one line where it is missing
+    from ssmax.export.folder import trained_model, write_export
 
     models, registered = {}, {}
     tracked = bool(ctx.cfg.tracking.enabled)
@@ -56,17 +61,11 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
 def register(ctx: StageContext, run_id: str, folder: Any, source: str) -> dict[str, Any]:
     """The model in the run that trained it, a version of ssmax-<variant>."""
-    from omegaconf import OmegaConf
-
-    from ssmax.tracking import offline, tracking_uri, use_node_store
-    from ssmax.tracking.client import Client
-    from ssmax.tracking.models import log_model
-
     cfg = ctx.cfg
     if offline(cfg):  # the run that trained it is in that node's own store
         cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
         use_node_store(cfg, ctx.input_dirs[source])
-    trained = Client(tracking_uri(cfg)).get_run(run_id).data.tags
+    trained = mlflow_client(tracking_uri(cfg)).get_run(run_id).data.tags
     tags = {
         "preset": ctx.cfg.preset.name, "seed": ctx.cfg.seed, "stage": source.split("/")[0],
         "node": source, "fingerprint": trained.get("fingerprint", ""),

@@ -43,6 +43,8 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
+    # stage module (its SPEC and cost: plan) and stays without it
     from ssmax.lit.trainer import data_state_path, train
 
     cfg = train_cfg(ctx, "pretrain")

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec
+from ssmax.tracking import offline
+from ssmax.tracking.sync import merge_nodes
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
     from omegaconf import DictConfig
@@ -31,10 +33,6 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    from ssmax.tracking import offline
-
     if offline(ctx.cfg) and ctx.cfg.tracking.enabled:  # its curves read the nodes' runs
-        from ssmax.tracking.sync import merge_nodes
-
         merge_nodes(ctx.cfg.paths.output_dir)
     return build_report(ctx.inputs, settings_from_cfg(ctx.cfg), ctx.out_dir / "report")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
+from ssmax.tracking import child_run
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -40,6 +41,8 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    # lazy: both import Lightning (~4 s on 2 cores); the pipeline process imports every stage
+    # module (its SPEC and cost: plan) and stays without it
     from ssmax.data.sft_module import sft_datamodule
     from ssmax.lit.trainer import train
 
@@ -59,8 +62,6 @@ def run(ctx: StageContext) -> dict[str, Any]:
 def inherited(ctx: StageContext) -> dict[str, Any]:
     """The start variant's SFT model as it is (facts.inherit), in an MLflow run of this node's
     own: the pipeline's run tree holds every node, and the export registers the model from it."""
-    from ssmax.tracking import child_run
-
     run_id = None
     if ctx.cfg.tracking.enabled:
         run_id = child_run(ctx.cfg, ctx.name, ctx.cfg.tracking.parent_run_id, dict(ctx.tags or {}))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ssmax.config.variants import facts
 from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.pretrain import schedule
@@ -32,8 +33,6 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     """From the final weights: none (validation loss only); from the switch point: the steps
     the start variant's pretrain node had left (schedule), on the corpus. Its model.pt, and
     last.ckpt with AdamW's moments where it takes a step."""
-    from ssmax.config.variants import facts
-
     start = cfg.variant.facts.start
     steps = 0
     if start.checkpoint != "weights":
@@ -45,6 +44,8 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
+    # stage module (its SPEC and cost: plan) and stays without it
     from ssmax.lit.trainer import train
 
     softmax = ctx.only_input()

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,6 +21,12 @@ from ssmax.tracking.liveness import (
     hand_to_job,
     process_tags,
 )
+from ssmax.tracking.manifest import git_commit, log_manifest, node_tags
+
+if TYPE_CHECKING:
+    from ssmax.tracking.client import Client
+# MLflow is imported inside the functions that use it, here and across ssmax.tracking: the
+# package loads without it (mlflow_client says why)
 
 # Volatile values: they change between a run and its resume, and MLflow refuses a changed
 # param on an existing run. They go to tags or the YAML artifact instead.
@@ -122,13 +128,11 @@ def ensure_experiment(cfg: DictConfig) -> str:
     """Id of the configured experiment, created with artifact_location(cfg); the store and the
     experiment are created under store_lock (every path to a new store comes here). On a
     server, clients on other nodes may create it at the same time: the loser reads it back."""
-    from ssmax.tracking.client import Client
-
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
     uri = tracking_uri(cfg)
     with store_lock(uri):
         create_sqlite_store(uri, artifact_location(cfg))
-        client = Client(uri)
+        client = mlflow_client(uri)
         experiment = client.get_experiment_by_name(cfg.tracking.experiment)
         if experiment is None:  # made here, or by a node that was quicker (Client reads it back)
             name, where = cfg.tracking.experiment, artifact_location(cfg)
@@ -157,8 +161,6 @@ def flat_params(cfg: DictConfig) -> dict[str, str]:
 
 def source_tags() -> dict[str, str]:
     """The code a run ran: the commit, also as MLflow's own tag (the UI's "Source" version)."""
-    from ssmax.tracking.manifest import git_commit
-
     commit = git_commit()
     return {"git_commit": commit, "mlflow.source.git.commit": commit, "mlflow.source.type": "LOCAL"}
 
@@ -176,8 +178,6 @@ def run_tags(cfg: DictConfig, here: bool = True) -> dict[str, str]:
         **folder_tag(cfg.paths.output_dir),
     }
     if here:
-        from ssmax.tracking.manifest import node_tags
-
         tags |= node_tags()
     return tags
 
@@ -193,17 +193,22 @@ def log_config(client: Any, run_id: str, cfg: DictConfig, params: bool = True) -
     client.log_text(run_id, OmegaConf.to_yaml(cfg, resolve=True), "config.yaml")
 
 
-def _client(cfg: DictConfig) -> Any:
+def mlflow_client(uri: str) -> Client:
+    """The project's MLflow client (ssmax.tracking.client.Client) on the store or server uri."""
+    # lazy: MLflow takes ~2 s to import on 2 cores; the commands that import this package and
+    # never open a store (pipeline plan, report --help, make mlflow-ui) go without it
     from ssmax.tracking.client import Client
 
-    return Client(tracking_uri(cfg))
+    return Client(uri)
+
+
+def _client(cfg: DictConfig) -> Client:
+    return mlflow_client(tracking_uri(cfg))
 
 
 def start_pipeline_run(cfg: DictConfig, name: str, tags: dict[str, str]) -> tuple[str, str]:
     """The parent run of one pipeline invocation and its experiment's id; its config is logged
     as for any run, and the manifest of what runs it (ssmax.tracking.manifest)."""
-    from ssmax.tracking.manifest import log_manifest
-
     experiment = ensure_experiment(cfg)
     client = _client(cfg)
     tags = source_tags() | process_tags() | folder_tag(cfg.paths.output_dir) | tags
@@ -265,22 +270,13 @@ def log_metrics(cfg: DictConfig, run_id: str, metrics: dict[str, float], step: i
     _client(cfg).log_batch(run_id, metrics=items)
 
 
-def log_datasets(client: Any, run_id: str, cfg: DictConfig) -> None:
-    """The run's data as MLflow dataset inputs (the UI's Dataset column)."""
-    from ssmax.tracking.datasets import dataset_inputs
-
-    client.log_inputs(run_id, datasets=dataset_inputs(cfg))
-
-
 def close_dead(uri: str, output_dir: str | Path) -> str | None:
     """Close the folder's runs in uri left RUNNING by processes that are gone
     (ssmax.tracking.liveness); the line that names them, or None. A store not made yet: None."""
     db = sqlite_file(uri)
     if db is not None and not db.exists():
         return None
-    from ssmax.tracking.client import Client
-
-    return closed_line(close_dead_runs(Client(uri), output_dir))
+    return closed_line(close_dead_runs(mlflow_client(uri), output_dir))
 
 
 def hand_run_to_job(cfg: DictConfig, run_id: str, job: str) -> None:

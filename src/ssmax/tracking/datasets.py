@@ -13,6 +13,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha
+from ssmax.data.identity import data_manifest, data_shape
+from ssmax.data.shards import manifest_sha
+
 CONTEXT = {"train": "training", "validation": "validation"}  # MLflow's context tag values
 
 
@@ -24,15 +28,11 @@ def _files(value: Any, split: str) -> Any:
 def describe_data(cfg: DictConfig, split: str) -> tuple[str, dict[str, Any], Any]:
     """(name, load_dataset arguments for the source, identity to hash) of the split the run
     reads: its pretraining text or its SFT set."""
-    from ssmax.data.identity import data_manifest, data_shape
-
     d = cfg.data
     block = OmegaConf.to_container(d, resolve=True)
     if cfg.objective == "sft":
         shape = {k: v for k, v in data_shape(block).items() if k.startswith("sft_")}
         if d.sft_source == "generated":
-            from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha
-
             source = {"path": "json", "data_files": str(EMBEDDED_FILE)}
             return "squad-generated", source, [embedded_sha(), shape]
         if d.squad_files:
@@ -41,13 +41,9 @@ def describe_data(cfg: DictConfig, split: str) -> tuple[str, dict[str, Any], Any
         return "squad_v2", {"path": str(d.hf_squad)}, [str(d.hf_squad), shape]
     shape = data_shape(block, lm=True)
     if d.shards_dir:
-        from ssmax.data.shards import manifest_sha
-
         source = {"path": "ssmax-shards", "data_dir": str(d.shards_dir)}
         return "slimpajama-shards", source, [manifest_sha(d.shards_dir), shape]
     if d.source == "embedded":
-        from ssmax.data.corpus import EMBEDDED_FILE
-
         return (
             "austen",
             {"path": "json", "data_files": str(EMBEDDED_FILE)},
@@ -85,3 +81,8 @@ def dataset_inputs(cfg: DictConfig) -> list[Any]:
         tags = [InputTag(MLFLOW_DATASET_CONTEXT, context), InputTag("split", split)]
         inputs.append(DatasetInput(dataset._to_mlflow_entity(), tags=tags))
     return inputs
+
+
+def log_datasets(client: Any, run_id: str, cfg: DictConfig) -> None:
+    """The run's data as MLflow dataset inputs (the UI's Dataset column)."""
+    client.log_inputs(run_id, datasets=dataset_inputs(cfg))

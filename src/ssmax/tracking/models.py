@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.tracking import offline, tracking_uri
+from ssmax.tracking import mlflow_client, offline, tracking_uri
 
 ARTIFACT = "model"  # the LoggedModel's name (one a training run)
 INPUT_EXAMPLE = ["The special magic Tokyo number is: 8106422.\nWhat is the special magic number?"]
@@ -47,9 +47,7 @@ def log_model(cfg: DictConfig, run_id: str, folder: Path, variant: str, tags: di
     name, version and models:/ URI."""
     import mlflow.transformers
 
-    from ssmax.tracking.client import Client
-
-    client = Client(tracking_uri(cfg))
+    client = mlflow_client(tracking_uri(cfg))
     tags = {k: str(v) for k, v in tags.items()}
     experiment = client.get_run(run_id).info.experiment_id
     logged = client.create_logged_model(experiment, ARTIFACT, run_id, tags=tags)

@@ -142,6 +142,8 @@ def check_tracking(cfg: DictConfig) -> bool:
     """The commands' check before any work: a URI MLflow keeps no runs at, or a tracking server
     that does not answer as MLflow does, is one line in seconds (ConfigError), before any folder
     exists. True when the runs go to a server."""
+    # lazy: ssmax.config.compose loads torch and Hydra (~4 s measured on 2 busy cores);
+    # `python -m ssmax.tracking.sync` (make sync) imports this module, and starts without them
     from ssmax.config.compose import ConfigError
 
     uri = tracking_uri(cfg)

@@ -32,7 +32,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ssmax.tracking.models import logged_model_id, register_version
+from ssmax.files.atomic import atomic_write_text
+from ssmax.files.flock import exclusive
+from ssmax.tracking import (
+    STORE_FILE,
+    close_dead,
+    create_sqlite_store,
+    default_store,
+    is_server,
+    mlflow_client,
+)
+from ssmax.tracking.reach import check_reachable
+from ssmax.tracking.spool import deliver_pending
 
 SOURCE_TAG = "synced_from"  # on a copy: the local run id (a version: "<run id>/<version>")
 DONE_TAG = "synced"  # on a run's copy once all of it is there
@@ -83,9 +94,7 @@ class Sync:
     """One copy of a source store into a target; ids maps source run ids to their copies."""
 
     def __init__(self, source: str, target: str, artifact_location: str | None = None) -> None:
-        from ssmax.tracking.client import Client
-
-        self.src, self.dst = Client(source), Client(target)
+        self.src, self.dst = mlflow_client(source), mlflow_client(target)
         self.source, self.target = source, target
         self.artifact_location = artifact_location  # a new experiment's (a server: its own)
         self.ids: dict[str, str] = {}
@@ -196,6 +205,11 @@ class Sync:
 
     def models(self) -> None:
         """Registered models and versions of copied runs, with their tags and aliases."""
+        # lazy: tracking.models is in the export stage's code (its result), not the report's;
+        # the report stage imports this module (NO_RESULT: stage_code does not follow it), so at
+        # the top importing that stage would load models outside its code (test_stage_reads)
+        from ssmax.tracking.models import logged_model_id, register_version
+
         for model in _pages(lambda t: self.src.search_registered_models(page_token=t)):
             self.dst.create_registered_model(model.name, dict(model.tags), model.description)
             query = f"name = '{model.name}'"
@@ -258,10 +272,6 @@ def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
     sync` find the whole run tree there; one process writes it at a time (a lock beside it).
     A store copied before and unchanged since is not opened again. Returns the stores copied
     now."""
-    from ssmax.files.atomic import atomic_write_text
-    from ssmax.files.flock import exclusive
-    from ssmax.tracking import STORE_FILE, create_sqlite_store, default_store
-
     folder = Path(output_dir).resolve()
     nodes = folder / "pipeline" / "nodes"
     if node is not None:
@@ -286,9 +296,6 @@ def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ssmax.tracking import STORE_FILE, close_dead, default_store, is_server
-    from ssmax.tracking.reach import check_reachable
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the folder whose store to copy")
     parser.add_argument("--tracking-uri", required=True, help="the server: http://HOST:PORT")
@@ -307,7 +314,6 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from ssmax.tracking.spool import deliver_pending
 
     deliver_pending(output_dir)  # metrics that runs tracked on a server left for it
     merge_nodes(output_dir)  # tracking.mode=offline: the nodes' own stores

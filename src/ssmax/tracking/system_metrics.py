@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ssmax.tracking import mlflow_client, tracking_uri
+
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
@@ -100,10 +102,7 @@ def for_run(cfg: DictConfig, run_id: str) -> SystemMetrics | None:
     its store (tracking.system_metrics); None when off."""
     if not cfg.tracking.get("system_metrics", True):
         return None
-    from ssmax.tracking import tracking_uri
-    from ssmax.tracking.client import Client
-
-    log = store_log(Client(tracking_uri(cfg)), run_id)
+    log = store_log(mlflow_client(tracking_uri(cfg)), run_id)
     interval = cfg.tracking.get("system_metrics_interval_s", 10.0)
     return SystemMetrics(log, interval, node_label(int(cfg.trainer.num_nodes), 0)).start()
 

@@ -14,6 +14,8 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
+from ssmax.tracking import is_server, mlflow_client, tracking_uri
+from ssmax.tracking.spool import SPOOL_FILE, Spool
 from ssmax.tracking.system_metrics import Log, SystemMetrics, node_label, store_log
 
 PREFIX = "system/"
@@ -52,13 +54,9 @@ class NodeSystemMetrics(L.Callback):
 
     def _log(self, run_id: str, node: str | None) -> Log:
         """Another node's: straight into the store; for a server, through its own spool."""
-        from ssmax.tracking import is_server, tracking_uri
-        from ssmax.tracking.client import Client
-        from ssmax.tracking.spool import SPOOL_FILE, Spool
-
         uri = tracking_uri(self.cfg)
         if not is_server(uri):
-            return store_log(Client(uri), run_id)
+            return store_log(mlflow_client(uri), run_id)
         folder = self.run_dir / f"system-{node}"
         folder.mkdir(parents=True, exist_ok=True)
         self.spool = spool = Spool(folder / SPOOL_FILE)

@@ -11,13 +11,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import ConfigError
+from ssmax.pipeline.slurm.cluster_profile import stage_resources
 
 
 def launcher_value(key: str, _root_: DictConfig) -> Any:
     """`${ssmax_slurm:KEY}`: the profile's resource for the stage of the run's objective
     (pretrain or sft); the others, e.g. max_requeues, from the schema's executor defaults."""
-    from ssmax.pipeline.slurm.cluster_profile import stage_resources
-
     if _root_.executor.partition is None:
         raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
                           "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip

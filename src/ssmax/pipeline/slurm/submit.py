@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import submitit
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.pipeline.run import NodeJob, close_pipeline_run
+from ssmax.pipeline.run import NodeJob, close_pipeline_run, execute_node
 from ssmax.pipeline.slurm.cluster_profile import stage_resources
 from ssmax.pipeline.slurm.jobs import (
     ACTIVE,
@@ -24,14 +25,13 @@ from ssmax.pipeline.slurm.jobs import (
     query_states,
     read_book,
 )  # fmt: skip
+from ssmax.pipeline.snapshot import setup_lines, snapshot
 from ssmax.tracking import hand_run_to_job
 
 Log = Callable[[str], None]
 
 
 def _executor(cfg: DictConfig, res: dict[str, Any], name: str, deps: list[str], after: str):
-    import submitit
-
     # submitit's own count of time-outs stays above ours: ssmax.pipeline.requeue decides.
     max_timeouts = int(cfg.executor.max_requeues) + 1
     executor = submitit.AutoExecutor(
@@ -96,7 +96,9 @@ def submit(
             job.threads = int(res["cpus_per_task"])  # torch threads = the CPUs SLURM gave
             executor = _executor(cfg, res, job.name, deps, "afterok")
             if job.trains:  # checkpoint and requeue on USR2 (time-out, preempt)
-                from ssmax.pipeline.requeue import TrainingNode  # imports Lightning: only here
+                # lazy: requeue imports Lightning (~4 s on 2 cores): only here, not in every
+                # pipeline process that imports the SLURM executor
+                from ssmax.pipeline.requeue import TrainingNode
 
                 _set_num_nodes(job, int(res["nodes"]))
                 node = TrainingNode(job, int(cfg.executor.max_requeues))
@@ -136,7 +138,6 @@ def _snapshot_setup(cfg: DictConfig) -> list[str]:
     ssmax.pipeline.snapshot), not the checkout as it will be when they start."""
     if not cfg.executor.snapshot:
         return []
-    from ssmax.pipeline.snapshot import setup_lines, snapshot
 
     return setup_lines(snapshot(cfg.paths.output_dir))
 
@@ -150,8 +151,6 @@ def _set_num_nodes(job: NodeJob, nodes: int) -> None:
 
 
 def _execute(job: NodeJob) -> dict[str, Any]:
-    from ssmax.pipeline.run import execute_node
-
     return execute_node(job)
 
 
