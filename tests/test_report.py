@@ -7,6 +7,7 @@ import html
 import json
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,16 @@ import matplotlib.image
 import pytest
 from omegaconf import OmegaConf
 
+from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import plan
+from ssmax.pipeline.state import module_of
 from ssmax.report.__main__ import main as report_main
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.claims import VERDICTS, claims
 from ssmax.report.gather import Results
 from ssmax.report.render import RULE
 from ssmax.report.table import gather, rows
+from ssmax.stages.report import reported
 from tests.conftest import first_pipeline_run, make_cfg
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -242,3 +246,28 @@ def test_report_of_a_run_without_a_report_node(tmp_path: Path, shared_cache: Pat
                  f"paths.cache_dir={shared_cache}"]) == 0  # fmt: skip
     assert report_main(["--output-dir", str(out), "--dest", str(tmp_path / "report")]) == 0
     assert "| seeds | [0] |" in (tmp_path / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("pipeline", available())
+def test_the_stages_a_report_reads_declare_how(pipeline: str) -> None:
+    """Every stage the report node of a pipeline reads declares the name the report reads its
+    outputs under (StageSpec.reported_as); the report names no stage of its own."""
+    decl = load(pipeline)
+    read = [decl.start.values() if s == "start" else [s] for s in decl.report["reads"]]
+    modules = {decl.stages[stage] for stages in read for stage in stages}
+    declared = {m: import_module(f"ssmax.stages.{m}").SPEC.reported_as for m in modules}
+    assert None not in declared.values(), declared
+    assert {"pretrain", "eval_loss", "eval_niah", "export"} == set(declared.values())
+
+
+def test_reported_renames_by_the_stage_and_leaves_out_the_rest() -> None:
+    f = "f_switch_during_pretrain/seed0"
+    inputs = {"pretrain/a/seed0": {"x": 1}, f"switch/{f}": {"x": 2},
+              "rope_sft/a/seed0": {"x": 3}, "old/a/seed0": {"x": 4}}  # fmt: skip
+    modules = {"pretrain/a/seed0": "pretrain", f"switch/{f}": "switch",
+               "rope_sft/a/seed0": "rope", "old/a/seed0": None}  # fmt: skip
+    assert reported(inputs, modules) == {"pretrain/a/seed0": {"x": 1}, f"pretrain/{f}": {"x": 2}}
+    # a done record from before records named their module: its stage's, where a module has it
+    assert module_of({"node": "switch/f/seed0"}) == "switch"
+    assert module_of({"node": "rope_sft/f/seed0"}) is None
+    assert module_of({"node": "rope_sft/f/seed0", "module": "rope"}) == "rope"

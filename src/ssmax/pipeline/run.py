@@ -26,7 +26,14 @@ from ssmax.host.ranks import global_rank
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
-from ssmax.pipeline.state import node_dir, read_done, read_record, write_done, write_pipeline_run
+from ssmax.pipeline.state import (
+    module_of,
+    node_dir,
+    read_done,
+    read_record,
+    write_done,
+    write_pipeline_run,
+)
 from ssmax.preflight.input_files import check_inputs
 from ssmax.preflight.settings import validate
 from ssmax.stages.context import StageContext
@@ -203,13 +210,14 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     cfg.tracking.parent_run_id = job.parent_run_id
     if offline(cfg):  # a store of its own: no network, no sqlite file shared over network disk
         use_node_store(cfg, directory)
-    inputs, fingerprints = {}, {}
+    inputs, fingerprints, modules = {}, {}, {}
     for name, input_dir in job.input_dirs.items():
         record = read_record(Path(input_dir))
         if record is None:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
         inputs[name] = record["outputs"]
         fingerprints[name] = str(record["fingerprint"])
+        modules[name] = module_of(record)
     # training makes its own MLflow run (rank 0's logger)
     tracked = rank0 and not job.trains and bool(cfg.tracking.enabled)
     run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
@@ -220,7 +228,8 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
         spec = stage_spec(job.module)
         stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
     ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job),
-                       fingerprints, {n: Path(d) for n, d in job.input_dirs.items()})  # fmt: skip
+                       fingerprints, {n: Path(d) for n, d in job.input_dirs.items()},
+                       modules)  # fmt: skip
     start = time.perf_counter()
     module = importlib.import_module(f"ssmax.stages.{job.module}")
     monitor = for_run(cfg, run_id) if run_id else None  # training: its logger's own
@@ -242,7 +251,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     if run_id and rank0 and not (job.trains and _finish_later(cfg, directory, run_id, job)):
         finish_run(cfg, run_id, "FINISHED", _tags(job))
     record = {
-        "node": job.name, "fingerprint": job.fingerprint, "outputs": outputs,
+        "node": job.name, "module": job.module, "fingerprint": job.fingerprint, "outputs": outputs,
         "run_id": run_id, "wall_s": round(time.perf_counter() - start, 3),
         "flops": job.flops,  # with wall_s: what later seeds cost here (plan)
         # what made it: its code, packages (plan names nodes of another set), machine

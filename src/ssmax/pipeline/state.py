@@ -18,6 +18,7 @@ so going back to an earlier setting is a cache hit.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,16 @@ def read_record(directory: Path) -> dict[str, Any] | None:
     """The done record of this folder, whatever its fingerprint (None while unfinished)."""
     path = directory / DONE
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def module_of(record: dict[str, Any]) -> str | None:
+    """The stage module (ssmax.stages.<module>) that wrote this done record. A record written
+    before records named it: its node's stage where a module has that name (so it was for every
+    stage whose outputs a report read: pipelines/*.yaml), else None."""
+    if record.get("module"):
+        return str(record["module"])
+    stage = record["node"].split("/")[0]
+    return stage if importlib.util.find_spec(f"ssmax.stages.{stage}") is not None else None
 
 
 def read_done(directory: Path, fingerprint: str) -> dict[str, Any] | None:

@@ -18,15 +18,21 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ssmax.pipeline.state import node_dir, pipeline_run_path, read_done, read_pipeline_run
+from ssmax.pipeline.state import (
+    module_of,
+    node_dir,
+    pipeline_run_path,
+    read_done,
+    read_pipeline_run,
+)
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.system_table import system_rows
+from ssmax.stages.report import reported
 from ssmax.tracking import STORE_FILE, close_dead, default_store, mlflow_client
 from ssmax.tracking.reach import check_reachable
 from ssmax.tracking.spool import deliver_pending
 from ssmax.tracking.sync import merge_nodes
 
-REPORT_INPUTS = ("pretrain", "switch", "eval_loss", "eval_niah", "export")
 MADE_BY = ("git_commit", "packages_sha", "host", "cpu", "gpus")  # what a node's run says made it
 
 
@@ -83,7 +89,7 @@ def collect(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'",
         max_results=5000,
     )  # fmt: skip
-    inputs, config_dir, made = {}, None, {}
+    outputs, modules, config_dir, made = {}, {}, None, {}
     for child in children:
         found = node_outputs(output_dir, child.data.tags)
         if found is None:
@@ -91,11 +97,10 @@ def collect(
         folder, record = found
         made[record["node"]] = {k: str(child.data.tags.get(k) or record.get(k) or "unknown")
                                 for k in MADE_BY}  # fmt: skip
-        stage = record["node"].split("/")[0]
-        if stage in REPORT_INPUTS:
-            inputs[record["node"]] = record["outputs"]
-        if stage == "report" or config_dir is None:  # settings: the report node's config
+        outputs[record["node"]], modules[record["node"]] = record["outputs"], module_of(record)
+        if modules[record["node"]] == "report" or config_dir is None:  # the report node's config
             config_dir = folder
+    inputs = reported(outputs, modules)  # what each stage declares the report reads
     if config_dir is None:
         raise LookupError(f"run {parent.info.run_id}: no child run with a finished node on disk")
     return inputs, config_dir, parent, made

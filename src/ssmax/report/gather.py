@@ -20,8 +20,6 @@ from ssmax.preflight.weights import read_weights
 from ssmax.tracking import mlflow_client
 from ssmax.tracking.sync import copy_id
 
-PRETRAINED = ("pretrain", "switch")  # a variant's pretraining node is one or the other
-
 
 @dataclass(frozen=True)
 class Design:
@@ -65,8 +63,7 @@ class Results:
     def from_inputs(cls, inputs: dict[str, dict[str, Any]], settings: Settings) -> Results:
         nodes: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(dict)
         for name, outputs in inputs.items():
-            stage, variant, seed = name.split("/")
-            stage = "pretrain" if stage in PRETRAINED else stage
+            stage, variant, seed = name.split("/")  # stage: as the stage reports it (SPEC)
             nodes[stage].setdefault(variant, {})[int(seed.removeprefix("seed"))] = outputs
         return cls(settings, dict(nodes))
 

@@ -15,7 +15,7 @@ from ssmax.report.metrics import niah_mean
 def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:
     """variant -> metric name -> seed -> value, seeds in numeric order (results.json)."""
     table: dict[str, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    order = {"pretrain": 0, "switch": 0, "eval_loss": 1, "eval_niah": 2}  # the table's columns
+    order = {"pretrain": 0, "eval_loss": 1, "eval_niah": 2}  # the table's columns
 
     def rank(name: str) -> tuple[int, str, int]:
         stage, variant, seed = name.split("/")
@@ -26,7 +26,7 @@ def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[int, f
         stage, variant, seed_name = name.split("/")
         seed = int(seed_name.removeprefix("seed"))
         row = table[variant]
-        if stage in ("pretrain", "switch"):
+        if stage == "pretrain":
             if out.get("val_loss") is not None:
                 row["pretrain val loss"][seed] = out["val_loss"]
         elif stage == "eval_loss":

@@ -26,6 +26,7 @@ class StageContext:
     tags: dict[str, str] | None = None  # MLflow tags of the node's run (stage, node, fingerprint)
     fingerprints: dict[str, str] = field(default_factory=dict)  # upstream node -> its fingerprint
     input_dirs: dict[str, Path] = field(default_factory=dict)  # upstream node -> its folder
+    input_modules: dict[str, str | None] = field(default_factory=dict)  # node -> its stage module
 
     def only_input(self) -> dict[str, Any]:
         (outputs,) = self.inputs.values()

@@ -36,6 +36,7 @@ SPEC = StageSpec(
         "eval.sdpa_first",
     ),  # fmt: skip
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
+    reported_as="eval_niah",
 )
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
 SPEC = StageSpec(
     reads=("model", "variant", "data:lm"),
     uses=("data", "seed"),
+    reported_as="export",
 )
 
 

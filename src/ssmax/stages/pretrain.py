@@ -20,6 +20,7 @@ SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.pretrain", "pipeline.pn_fraction"),
     trains=True,
     uses=("trainer", "data"),
+    reported_as="pretrain",
 )  # fmt: skip
 
 

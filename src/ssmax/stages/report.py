@@ -7,6 +7,7 @@ artifacts of its MLflow run. ``python -m ssmax.report`` rebuilds it without re-r
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ssmax.report.build import build_report, settings_from_cfg
@@ -35,4 +36,21 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 def run(ctx: StageContext) -> dict[str, Any]:
     if offline(ctx.cfg) and ctx.cfg.tracking.enabled:  # its curves read the nodes' runs
         merge_nodes(ctx.cfg.paths.output_dir)
-    return build_report(ctx.inputs, settings_from_cfg(ctx.cfg), ctx.out_dir / "report")
+    inputs = reported(ctx.inputs, ctx.input_modules)
+    return build_report(inputs, settings_from_cfg(ctx.cfg), ctx.out_dir / "report")
+
+
+def reported(
+    inputs: dict[str, dict[str, Any]], modules: dict[str, str | None]
+) -> dict[str, dict[str, Any]]:
+    """The nodes' outputs the report reads, each under the name its stage declares
+    (StageSpec.reported_as): {"switch/f/seed0": o} -> {"pretrain/f/seed0": o}. modules: node ->
+    its stage module (None: unknown, pipeline.state.module_of); a node whose stage declares none
+    is left out."""
+    out = {}
+    for node, outputs in inputs.items():
+        module = modules[node]
+        spec = importlib.import_module(f"ssmax.stages.{module}").SPEC if module else None
+        if spec is not None and spec.reported_as is not None:
+            out["/".join([spec.reported_as, *node.split("/")[1:]])] = outputs
+    return out

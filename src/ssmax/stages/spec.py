@@ -23,9 +23,12 @@ class StageSpec:
     input's fingerprint already covers (the model of a node that loads upstream weights).
     trains: it makes its own MLflow run and checkpoints (and resumes them). inline: bookkeeping
     of no compute at any scale; the local executor runs it in its own process (a worker process
-    costs seconds to start)."""
+    costs seconds to start). reported_as: the name the report reads this stage's outputs under
+    (report.gather.Results: pretrain, eval_loss, eval_niah, export); None: the report does not
+    read them."""
 
     reads: tuple[str, ...]
     trains: bool = False
     uses: tuple[str, ...] = ()
     inline: bool = False
+    reported_as: str | None = None

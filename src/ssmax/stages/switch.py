@@ -26,6 +26,7 @@ SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.start", "pipeline.switch_warmup_fraction"),
     trains=True,
     uses=("trainer", "data"),
+    reported_as="pretrain",  # a variant's pretraining node is pretrain's or switch's
 )  # fmt: skip
 
 
