@@ -45,9 +45,12 @@ PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
 EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
          "verdicts-short": "README.md", "replication-gpu": "docs/results.md",
-         "verdicts-extended": "docs/results.md"}  # fmt: skip
+         "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md"}  # fmt: skip
 # other runs of some of the published chains, each a generated block (report.replicate)
-REPLICATIONS = {"replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json"}
+REPLICATIONS = {
+    "replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json",
+    "replication-cpu": ROOT / "docs/results/cpu_rerun_2026-11-27.json",
+}
 # the per-seed tables of docs/results.md, in its order: (metric, heading)
 SEED_TABLES = [
     ("pretrain val loss", "**Pretraining validation loss**"),
