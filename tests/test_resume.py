@@ -132,7 +132,8 @@ def test_training_stopped_by_sigterm_exits_143_and_resumes(
 def test_sigterm_to_the_local_runner_stops_its_workers(tmp_path: Path, shared_cache: Path) -> None:
     """SIGTERM to `ssmax.pipeline run` (executor=local) alone, not its process group: its
     workers are forks of the forkserver, not its children, and trained on after it ended; now
-    it ends them on its way out, with status 143."""
+    it ends them on its way out, with status 143, and closes their runs (KILLED) there, not
+    at the next start."""
     out, log = tmp_path / "out", tmp_path / "pipeline.log"
     with open(log, "w") as handle:
         proc = subprocess.Popen(pipeline(out, shared_cache, HOLD, "executor=local"),
@@ -150,6 +151,12 @@ def test_sigterm_to_the_local_runner_stops_its_workers(tmp_path: Path, shared_ca
     while Path(f"/proc/{pid}").exists() and "Z" not in _state(pid):
         assert time.monotonic() < deadline, f"worker {pid} still running after the runner ended"
         time.sleep(0.1)
+    said = log.read_text()
+    assert "closed 1 node run (pretrain/a_softmax/seed0)" in said, said[-2000:]
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    node = [r for r in runs if r.data.tags.get("node") == "pretrain/a_softmax/seed0"]
+    assert [r.info.status for r in node] == ["KILLED"]
 
 
 def _state(pid: int) -> str:

@@ -30,7 +30,7 @@ from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.pipeline.snapshot import snapshot
 from ssmax.pipeline.stage_code import stage_code
-from ssmax.tracking import ensure_experiment, is_server, tracking_uri
+from ssmax.tracking import close_dead, ensure_experiment, folder_store, is_server, tracking_uri
 from ssmax.tracking.spool import KEPT, end_open_spools
 from ssmax.tracking.ui import training_view
 
@@ -131,9 +131,15 @@ def _schedule(
                     log(f"FAILED  {name}: {detail} (log: {worker.log_path})")
                 for line in worker.kept_lines():
                     log(f"kept    {name}: {line}")
-    finally:  # interrupted: no orphan keeps training
+    finally:  # interrupted: no orphan keeps training, and none of their runs stays RUNNING
         for worker in running.values():
             worker.process.kill()
+        for worker in running.values():
+            worker.process.join(timeout=60)
+        if running and cfg.tracking.enabled:
+            line = close_dead(folder_store(cfg), cfg.paths.output_dir)  # the killed workers'
+            if line:
+                log(line)
         for sig, handler in before.items():
             signal.signal(sig, handler)
     return states
