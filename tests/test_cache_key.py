@@ -162,7 +162,7 @@ def test_a_local_data_file_edited_in_place_changes_the_key(
     (same name) must change the key of the nodes that read it, and nothing else must."""
     from ssmax.config.compose import compose
     from ssmax.pipeline.fingerprint import fingerprint
-    from ssmax.pipeline.run import stage_spec
+    from ssmax.stages.spec import stage_spec
 
     data, other = tmp_path / "local.jsonl", tmp_path / "other.jsonl"
     data.write_text('{"text": "one"}\n')

@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import compose
 from ssmax.pipeline import fingerprint as fp
-from ssmax.pipeline.run import stage_spec
 from ssmax.pipeline.stage_code import PACKAGE, _imported, no_result
+from ssmax.stages.spec import stage_spec
 
 # modules whose code shapes what a node writes (the model, the data, the evals, the stages, the
 # report, the variants and their config; tracking/models.py: what export registers in MLflow)

@@ -14,36 +14,21 @@ one line, status 2; SSMAX_DEBUG=1 shows the traceback instead.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-
-from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError, check_cli_choices, check_override_keys, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
 from ssmax.pipeline.cost import format_costs, plan_costs
-from ssmax.pipeline.executors import run_pipeline
+from ssmax.pipeline.executors import close_dead_runs, run_pipeline
 from ssmax.pipeline.run import NodeJob, abort_open_runs, compose_pipeline, plan
 from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
 from ssmax.pipeline.slurm import book_path, print_status
 from ssmax.pipeline.slurm.cluster_profile import check_cluster
 from ssmax.pipeline.state import remove_partial_records
-from ssmax.tracking import close_dead, folder_store
 from ssmax.tracking.manifest import packages_sha
 from ssmax.tracking.reach import check_tracking
 from ssmax.tracking.spool import deliver_pending
-
-
-def _close_dead(cfg: DictConfig, log: Callable[[str], None]) -> None:
-    """The folder's runs left RUNNING by a crash, closed (ssmax.tracking.liveness), said in
-    one line."""
-    if not cfg.tracking.enabled:
-        return
-
-    line = close_dead(folder_store(cfg), cfg.paths.output_dir)
-    if line:
-        log(line)
 
 
 def _print_plan(jobs: list[NodeJob]) -> None:
@@ -93,7 +78,7 @@ def run(overrides: list[str], wait: bool = False) -> int:
     log = lambda line: print(line, flush=True)  # noqa: E731
     command = " ".join(["python -m ssmax.pipeline run", *overrides])
     with pipeline_lock(cfg.paths.output_dir, wait, log, command):
-        _close_dead(cfg, log)  # with the folder held: runs of a crashed predecessor end KILLED
+        close_dead_runs(cfg, log)  # with the folder held: runs of a crashed predecessor end KILLED
         remove_partial_records(cfg.paths.output_dir)  # and what it was writing when it died
         try:
             status = run_pipeline(cfg, jobs, overrides, log)

@@ -39,6 +39,16 @@ FINISHED = ("cached", "done")
 IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns
 
 
+def close_dead_runs(cfg: DictConfig, log: Log) -> None:
+    """The folder's runs left RUNNING by processes that are gone (a crash, workers killed),
+    closed (ssmax.tracking.liveness), said in one line."""
+    if not cfg.tracking.enabled:
+        return
+    line = close_dead(folder_store(cfg), cfg.paths.output_dir)
+    if line:
+        log(line)
+
+
 def _blocked(job: NodeJob, states: dict[str, str]) -> bool:
     return any(states.get(i) in ("failed", "blocked") for i in job.input_dirs)
 
@@ -136,13 +146,11 @@ def _schedule(
             worker.process.kill()
         for worker in running.values():
             worker.process.join(timeout=60)
-        if running and cfg.tracking.enabled:
+        if running:
             try:
-                line = close_dead(folder_store(cfg), cfg.paths.output_dir)  # the killed workers'
+                close_dead_runs(cfg, log)  # the killed workers'
             except Exception as err:  # noqa: BLE001 - the stop goes on; the next run closes them
-                line = f"the killed workers' runs stay open until the next run: {err}"
-            if line:
-                log(line)
+                log(f"the killed workers' runs stay open until the next run: {err}")
         for sig, handler in before.items():
             signal.signal(sig, handler)
     return states

@@ -37,7 +37,7 @@ from ssmax.pipeline.state import (
 from ssmax.preflight.input_files import check_inputs
 from ssmax.preflight.settings import validate
 from ssmax.stages.context import StageContext
-from ssmax.stages.spec import COMMON_USES, StageSpec
+from ssmax.stages.spec import COMMON_USES, stage_spec
 from ssmax.tracking import (
     child_run,
     finish_run,
@@ -52,11 +52,6 @@ from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS, git_commit, node_tags
 from ssmax.tracking.spool import finish_later
 from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import for_run
-
-
-def stage_spec(module: str) -> StageSpec:
-    """The SPEC a stage module declares (ssmax.stages.<module>)."""
-    return importlib.import_module(f"ssmax.stages.{module}").SPEC
 
 
 @dataclass

@@ -7,12 +7,11 @@ artifacts of its MLflow run. ``python -m ssmax.report`` rebuilds it without re-r
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.stages.costing import StageCost
-from ssmax.stages.spec import StageSpec
+from ssmax.stages.spec import StageSpec, stage_spec
 from ssmax.tracking import offline
 from ssmax.tracking.sync import merge_nodes
 
@@ -49,8 +48,7 @@ def reported(
     is left out."""
     out = {}
     for node, outputs in inputs.items():
-        module = modules[node]
-        spec = importlib.import_module(f"ssmax.stages.{module}").SPEC if module else None
+        spec = stage_spec(modules[node]) if modules[node] else None
         if spec is not None and spec.reported_as is not None:
             out["/".join([spec.reported_as, *node.split("/")[1:]])] = outputs
     return out

@@ -7,6 +7,7 @@ fingerprint (tests/test_stage_reads.py).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 # Read by every stage and never part of a result: where files go, MLflow, names.
@@ -32,3 +33,8 @@ class StageSpec:
     uses: tuple[str, ...] = ()
     inline: bool = False
     reported_as: str | None = None
+
+
+def stage_spec(module: str) -> StageSpec:
+    """The SPEC a stage module declares (ssmax.stages.<module>)."""
+    return importlib.import_module(f"ssmax.stages.{module}").SPEC
