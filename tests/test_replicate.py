@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from ssmax.report.claims import claims
 from ssmax.report.published import (
@@ -20,6 +21,7 @@ from ssmax.report.published import (
     main,
 )
 from ssmax.report.replicate import compare, read_table, replaced
+from tests.conftest import make_cfg
 
 A, B = "a_softmax", "b_ssmax"
 
@@ -85,7 +87,8 @@ def test_bad_input_is_one_line(tmp_path: Path, content: dict | None, message: st
 
 def run_with_added_seeds(tmp_path: Path, seeds: tuple[int, ...] = (11, 12)) -> Path:
     """A run's results.json holding the published seeds 3 and 4's values again as `seeds`, and
-    loss @10x (which the published file lacks); its report node's done record beside it."""
+    loss @10x (which the published file lacks); its report node's done record and config
+    beside it."""
     pub = load()
     table = {v: {m: {str(new): by_seed[old] for new, old in zip(seeds, (3, 4), strict=True)}
                  for m, by_seed in ms.items()} for v, ms in pub.table.items()}  # fmt: skip
@@ -93,6 +96,7 @@ def run_with_added_seeds(tmp_path: Path, seeds: tuple[int, ...] = (11, 12)) -> P
     path = tmp_path / "results.json"
     path.write_text(json.dumps(table))
     (tmp_path / "done.json").write_text(json.dumps({"git_commit": "abcdef0123", "cpu": "AMD"}))
+    OmegaConf.save(make_cfg("preset=tiny", config_name="pipeline"), tmp_path / "config.yaml")
     return path
 
 

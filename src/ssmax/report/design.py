@@ -10,6 +10,7 @@ Verdicts are for the other seeds (the report names any design seed among them).
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Sequence
 
@@ -33,14 +34,13 @@ def design_rows(results: Results, design: Design, variants: Sequence[str]) -> li
     the same over every seed of this run: how the criteria fare on the seeds that decide the
     claims (a verdict run has no design seed), not a test."""
     out, seeds = [], design.seeds
-    evaluated = [v for v in variants if results.get("eval_niah", v)]
+    evaluated = [v for v in variants if values_of(results, "niah@1", v)]
     for variant in evaluated:
         values = values_of(results, "niah@1", variant)
         label = f"({facts(variant).letter}) NIAH at 1x >= {design.niah_at_1x:g}"
         got, met = _floor(values, seeds, design.niah_at_1x)
         out.append([label, got, met, _joined(*_floor(values, sorted(values), design.niah_at_1x))])
-    multiples = sorted({float(k) for v in evaluated for o in results.get("eval_niah", v).values()
-                        for k in o.get("accuracy", {})})  # fmt: skip
+    multiples = niah_multiples(results, evaluated)
     if multiples:
         top = f"{multiples[-1]:g}"
         label = f"the best variant's NIAH at the largest context ({top}x) < {design.falls_below:g}"
@@ -48,6 +48,16 @@ def design_rows(results: Results, design: Design, variants: Sequence[str]) -> li
         got, met = _best_below(values, seeds, design.falls_below)
         out.append([label, got, met, _joined(*_best_below(values, None, design.falls_below))])
     return out
+
+
+def niah_multiples(results: Results, variants: Sequence[str]) -> list[float]:
+    """The context multiples (theta x50) of the variants' NIAH grids: from the nodes' outputs,
+    or a table's columns `niah @<k>x`."""
+    if results.table is not None:
+        names = (m for v in variants for m in results.table.get(v, {}))
+        return sorted({float(f[1]) for n in names if (f := re.fullmatch(r"niah @([\d.]+)x", n))})
+    return sorted({float(k) for v in variants for o in results.get("eval_niah", v).values()
+                   for k in o.get("accuracy", {})})  # fmt: skip
 
 
 def _floor(values: dict[int, float], seeds: Sequence[int], floor: float) -> tuple[str, str]:

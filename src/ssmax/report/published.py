@@ -7,6 +7,8 @@ from it: docs/results.md's per-seed tables and verdict table, the README's verdi
                                                 # ordering by ordering (report.replicate)
     python -m ssmax.report.published --extend RUN/results.json  # its seeds that the file
                                                 # lacks, as the extension file (EXTENSION)
+    python -m ssmax.report.published --rivals RUN/results.json  # the rival laws' verdict run
+    python -m ssmax.report.published --rivals-design RUN/results.json  # ... their design seeds
 
 The extension (issue 42 item 4): fresh seeds added after the first eight were seen, to reach
 the seed count fixed for the primary claims. Its verdicts are computed on the published seeds
@@ -17,35 +19,41 @@ The file holds the run's per-seed values of every claim metric the page publishe
 the report's results.json (variant -> metric -> seed -> value), the metrics it lacks and why,
 and the verdicts published under the rule until issue 42. The claims read it directly
 (gather.Results.table); their verdict table is computed here, never typed. A generated block
-lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`.
+lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`. The rival laws'
+files and blocks (issue 43): report.published_rivals; the files' shape: report.published_file.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-from collections import Counter
-from dataclasses import dataclass, field
-from datetime import date
 from pathlib import Path
 
-from ssmax.config.variants import facts, ordered
+from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
-from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.metrics import table_names
+from ssmax.report.published_file import (
+    PUBLISHED,
+    ROOT,
+    Published,
+    counts,
+    letter,
+    load,
+    run_file,
+)
+from ssmax.report.published_rivals import RIVALS, RIVALS_DESIGN, rival_blocks, rivals_file
 from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
-from ssmax.report.replicate import as_table, compare, read_table
+from ssmax.report.replicate import compare, read_table
 from ssmax.report.replicate import table as again_table
 
-ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
-PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
 EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
          "verdicts-short": "README.md", "replication-gpu": "docs/results.md",
-         "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md"}  # fmt: skip
+         "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md",
+         "rival-laws": "docs/results.md", "rival-laws-short": "README.md",
+         "rival-design-cpu": "docs/rival-laws.md"}  # fmt: skip
 # other runs of some of the published chains, each a generated block (report.replicate)
 REPLICATIONS = {
     "replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json",
@@ -60,34 +68,6 @@ SEED_TABLES = [
     ("niah past 1x", "**NIAH past 1x, theta x50** (mean of 2x-20x: the retrieval claims' metric)"),
     ("needle top mean", "**Top needle score, mean of 20 trials** (Fig. 8)"),
 ]
-
-
-@dataclass
-class Published:
-    table: Table  # variant -> metric -> seed -> value
-    run: dict  # preset, seeds, train_len, commit, date, command
-    absent: dict[str, str] = field(default_factory=dict)  # metric -> why the file lacks it
-    digits: dict[str, int] = field(default_factory=dict)  # decimals as published (default 3)
-    old_rule: dict[str, str] = field(default_factory=dict)  # claim -> verdict, the old rule
-
-    def results(self) -> Results:
-        """The file as the claims read it."""
-        settings = Settings(self.run["preset"], list(self.run["seeds"]), self.run["train_len"])
-        return Results(settings, {}, table=self.table, absent=self.absent)
-
-    def fmt(self, metric: str, value: float) -> str:
-        return f"{value:.{self.digits.get(metric, 3)}f}"
-
-
-def load(path: Path = PUBLISHED) -> Published:
-    data = json.loads(Path(path).read_text())
-    old = data.get("old_rule", {}).get("verdicts", {})
-    return Published(as_table(data["results"]), data["run"], data.get("absent", {}),
-                     data.get("digits", {}), old)  # fmt: skip
-
-
-def letter(variant: str) -> str:
-    return "(p_n)" if variant == "pn_rationale" else f"({facts(variant).letter})"
 
 
 def seed_tables(pub: Published) -> str:
@@ -109,17 +89,6 @@ def seed_tables(pub: Published) -> str:
 
 def _reasons(pub: Published) -> str:
     return "; ".join(dict.fromkeys(pub.absent.values()))
-
-
-def counts(verdicts: list[str]) -> str:
-    """'2 hold, 4 contradicted, 13 inconclusive' (n/a where any)."""
-    c = Counter(verdicts)
-    parts = [
-        f"{c['holds']} hold",
-        f"{c['contradicted']} contradicted",
-        f"{c['inconclusive']} inconclusive",
-    ] + ([f"{c['n/a']} n/a"] if c["n/a"] else [])
-    return ", ".join(parts)  # fmt: skip
 
 
 def why_differs(c: Claim, old: str, pub: Published) -> str:
@@ -186,7 +155,7 @@ def blocks(pub: Published) -> dict[str, str]:
     for name, path in REPLICATIONS.items():
         made[name] = replication(pub, path)
     made["verdicts-extended"] = extended_verdicts(pub, checked, EXTENSION)
-    return made
+    return made | rival_blocks()
 
 
 def extended(pub: Published, ext: Published) -> Published:
@@ -229,33 +198,18 @@ def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
 
 def extension_from(results: Path, pub: Published) -> dict:
     """The extension file's content: the seeds of a run's results.json that the published
-    file lacks, with the run's commit and machine from its report node's done record."""
+    file lacks."""
     table = read_table(results)
     added = sorted({s for ms in table.values() for by_seed in ms.values() for s in by_seed}
                    - set(pub.run["seeds"]))  # fmt: skip
     if not added:
         raise SystemExit(f"{results} has no seed that the published file lacks")
-    # the report node's done record: beside results.json, or in its node folder (report/..)
-    done = [d for d in (results.parent / "done.json", results.parent.parent / "done.json")
-            if d.is_file()]  # fmt: skip
-    record = json.loads(done[0].read_text()) if done else {}
-    values = {v: {m: {str(s): x for s, x in by_seed.items() if s in added}
-                  for m, by_seed in ms.items()} for v, ms in table.items()}  # fmt: skip
-    run = {
-        "preset": pub.run["preset"],
-        "seeds": added,
-        "train_len": pub.run["train_len"],
-        "commit": record.get("git_commit", "?")[:7],
-        "date": date.today().isoformat(),
-        "cpu": record.get("cpu", "?"),
-        "packages_sha": record.get("packages_sha", "?"),
-    }
     about = (
         "Seeds added to the published verdict run after its first eight were seen "
         "(issue 42 item 4), for the variants the primary claims compare; another venv and "
         "CPU than the published seeds' (other low bits). Shaped as the published file."
     )
-    return {"about": about, "run": run, "results": values}
+    return run_file(results, added, about)
 
 
 def replication(pub: Published, path: Path) -> str:
@@ -286,11 +240,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extend", type=Path, metavar="RESULTS.json",
                         help=f"write {EXTENSION.relative_to(ROOT)} from a run's results.json "
                         "(its seeds that the file lacks), then rewrite the pages")  # fmt: skip
+    parser.add_argument("--rivals", type=Path, metavar="RESULTS.json",
+                        help=f"write {RIVALS.relative_to(ROOT)} from the rival laws' "
+                        "verdict run's results.json (its seeds outside preset.design), then "
+                        "rewrite the pages")  # fmt: skip
+    parser.add_argument(
+        "--rivals-design",
+        type=Path,
+        metavar="RESULTS.json",
+        help=f"write {RIVALS_DESIGN.relative_to(ROOT)} from the rival laws' "
+        "design run's results.json (its design seeds), then rewrite the pages",
+    )
     args = parser.parse_args(argv)
     if args.extend:
         content = extension_from(args.extend, load(args.file))
         atomic_write_json(EXTENSION, content, indent=2)
         print(f"wrote {EXTENSION.relative_to(ROOT)}: seeds {content['run']['seeds']}")
+    for results, path, design in ((args.rivals, RIVALS, False),
+                                  (args.rivals_design, RIVALS_DESIGN, True)):  # fmt: skip
+        if results:
+            content = rivals_file(results, design)
+            atomic_write_json(path, content, indent=2)
+            print(f"wrote {path.relative_to(ROOT)}: seeds {content['run']['seeds']}")
     if args.replicate:
         print(replication(load(args.file), args.replicate))
         return 0

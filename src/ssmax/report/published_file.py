@@ -1,0 +1,94 @@
+"""A published run as data: a file of docs/results/ shaped as the report's results.json
+(variant -> metric -> seed -> value) with what the run was, how it is read (`load`) and how it
+is written from a run's report node (`run_file`). The pages made from such files:
+report.published (the paper's verdict run) and report.published_rivals (issue 43)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from ssmax.config.variants import facts
+from ssmax.report.gather import Results, Settings, Table
+from ssmax.report.replicate import as_table, read_table
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
+PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
+
+
+@dataclass
+class Published:
+    table: Table  # variant -> metric -> seed -> value
+    run: dict  # preset, seeds, train_len, commit, date, command
+    absent: dict[str, str] = field(default_factory=dict)  # metric -> why the file lacks it
+    digits: dict[str, int] = field(default_factory=dict)  # decimals as published (default 3)
+    old_rule: dict[str, str] = field(default_factory=dict)  # claim -> verdict, the old rule
+
+    def results(self) -> Results:
+        """The file as the claims read it."""
+        settings = Settings(self.run["preset"], list(self.run["seeds"]), self.run["train_len"])
+        return Results(settings, {}, table=self.table, absent=self.absent)
+
+    def fmt(self, metric: str, value: float) -> str:
+        return f"{value:.{self.digits.get(metric, 3)}f}"
+
+
+def load(path: Path = PUBLISHED) -> Published:
+    data = json.loads(Path(path).read_text())
+    old = data.get("old_rule", {}).get("verdicts", {})
+    return Published(as_table(data["results"]), data["run"], data.get("absent", {}),
+                     data.get("digits", {}), old)  # fmt: skip
+
+
+def letter(variant: str) -> str:
+    return "(p_n)" if variant == "pn_rationale" else f"({facts(variant).letter})"
+
+
+def counts(verdicts: list[str]) -> str:
+    """'2 hold, 4 contradicted, 13 inconclusive' (n/a where any)."""
+    c = Counter(verdicts)
+    parts = [
+        f"{c['holds']} hold",
+        f"{c['contradicted']} contradicted",
+        f"{c['inconclusive']} inconclusive",
+    ] + ([f"{c['n/a']} n/a"] if c["n/a"] else [])
+    return ", ".join(parts)  # fmt: skip
+
+
+def not_in_yet(path: Path, how: str) -> str:
+    """A generated block's text while its file is not written yet."""
+    return f"Not in yet: {path.relative_to(ROOT)} ({how})."
+
+
+def run_file(results: Path, seeds: list[int], about: str) -> dict:
+    """A published file's content from a run's results.json: the given seeds' values, the
+    run's preset, design and train length from its report node's config.yaml, its commit and
+    machine from the node's done record (in the node's folder: results.json's, or its parent,
+    as the report node keeps it in report/)."""
+    near = (results.parent, results.parent.parent)
+    node = next((d for d in near if (d / "done.json").is_file()), None)
+    if node is None or not (node / "config.yaml").is_file():
+        raise SystemExit(f"{results} is not in a report node's folder (done.json and "
+                         f"config.yaml beside it or in {results.parent.parent})")  # fmt: skip
+    cfg = OmegaConf.load(node / "config.yaml")
+    record = json.loads((node / "done.json").read_text())
+    values = {
+        v: {m: {str(s): x for s, x in by_seed.items() if s in seeds} for m, by_seed in ms.items()}
+        for v, ms in read_table(results).items()
+    }
+    run = {
+        "preset": cfg.preset.name,
+        "seeds": seeds,
+        "train_len": int(cfg.data.seq_len),
+        "design": OmegaConf.to_container(cfg.preset.design),
+        "commit": record.get("git_commit", "?")[:7],
+        "date": date.today().isoformat(),
+        "cpu": record.get("cpu", "?"),
+        "packages_sha": record.get("packages_sha", "?"),
+    }  # fmt: skip
+    return {"about": about, "run": run, "results": values}
