@@ -256,7 +256,9 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     from ssmax.tracking.liveness import SLURM_JOB
 
     out = tmp_path_factory.mktemp("slurm-killed")
-    overrides = smoke(out, out / "cache", B_ONLY)
+    # the pretraining and the SFT that reads it: a killed node and what is left after it (the
+    # whole DAG on SLURM: test_client_submits_and_returns)
+    overrides = smoke(out, out / "cache", B_ONLY, "pipeline.targets=[sft]")
     assert main(["run", *overrides, HOLD]) == 0  # submitted; held after step 3 till killed
     cfg, _ = plan(overrides)
     target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()
@@ -284,7 +286,7 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     assert client.search_runs([exp], "attributes.status = 'RUNNING'") == []
     # the resubmitted node resumed the same run and ended it
     assert client.get_run(killed.info.run_id).info.status == "FINISHED"
-    assert "pretrain/b_ssmax/seed0" in done_records(out) and "report" in done_records(out)
+    assert set(done_records(out)) == {"pretrain/b_ssmax/seed0", "sft/b_ssmax/seed0"}
 
 
 def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
