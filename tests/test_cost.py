@@ -13,6 +13,7 @@ from ssmax.pipeline import measured
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.cost import (
     NodeCost,
+    _duration,
     critical_path_hours,
     downstream_flops,
     plan_costs,
@@ -236,6 +237,14 @@ def test_more_seeds_cost_what_the_finished_seed_took(smoke_pipeline: list[str], 
     row = next(line for line in out.splitlines() if line.startswith("pretrain/b_ssmax/seed7 "))
     assert row.split()[4] == "done" and "(basis done): from the wall times of finished" in out
     assert "with executor.workers=2" in out
+    # what the run takes: seed 7's nodes only (seed 0's are cached), as the table prices them
+    left = next(line for line in out.splitlines() if line.startswith("left to run ("))
+    base, jobs = plan(overrides)
+    todo = [c for c in plan_costs(base, jobs) if not c.cached]
+    assert {c.name.split("/")[-1] for c in todo if "/" in c.name} == {"seed7"}
+    assert left.startswith(f"left to run ({len(todo)} of {len(jobs)} nodes;")
+    hours = sum(c.wall_hours(1.0) for c in todo)
+    assert f"): {_duration(hours)} one node after another" in left
 
 
 def test_scheduled_hours_fill_the_workers_slots() -> None:

@@ -22,7 +22,7 @@ import importlib
 import json
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -51,6 +51,7 @@ class NodeCost:
     corpus_tokens: float = 0.0  # pretraining corpus tokens it reads (data.shards_dir)
     undeclared: str | None = None  # its stage module, where that declares no cost
     cpu: bool = False  # a CPU preset's node: no GPU-hours; flop_rate is cost.cpu_flops
+    cached: bool = False  # done in the output folder: a run takes nothing for it
 
     def gpu_hours(self, throughput: float) -> float:
         """Hours on one device: from finished twins' wall time where there are some, else at
@@ -131,6 +132,7 @@ def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
             cost.flop_rate = measured_flop_rate(cfg, cost.rate) if cost.rate else None
         if not job.inline:
             cost.seconds = seconds_from_twins(job, cost)
+        cost.cached = job.done is not None
         costs.append(cost)
     return costs
 
@@ -227,12 +229,27 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
         f"{_count(read)} tokens one pretraining reads; preparing a whole corpus takes 2 bytes "
         "per token of it (SlimPajama-627B train: ~1.25 TB)",
     ]
+    lines += _left_line(base, costs, throughput)
     unknown = [n for n in costs if n.undeclared and n.seconds is None]
     if unknown:
         modules = ", ".join(sorted({f"ssmax.stages.{n.undeclared}" for n in unknown}))
         lines.append(f"not counted: {len(unknown)} nodes whose stage declares no cost ({modules}: "
                      "no cost(cfg, stage, inputs) beside its SPEC)")  # fmt: skip
     return "\n".join(lines)
+
+
+def _left_line(base: DictConfig, costs: list[NodeCost], throughput: float) -> list[str]:
+    """What a run of this plan takes where some nodes are cached (they take nothing): the
+    totals above are those of every node."""
+    left = [c for c in costs if not c.cached]
+    if len(left) == len(costs):
+        return []
+    sequential = sum(c.wall_hours(throughput) for c in left)
+    after = [c if not c.cached else replace(c, seconds=0.0, flops=0.0, cpu=True) for c in costs]
+    return [f"left to run ({len(left)} of {len(costs)} nodes; the cached ones take nothing): "
+            f"{_duration(sequential)} one node after another, "
+            f"{_duration(critical_path_hours(after, throughput))} with independent nodes side by "
+            f"side" + _workers_wall(base, after, throughput)]  # fmt: skip
 
 
 def _workers_wall(base: DictConfig, costs: list[NodeCost], throughput: float) -> str:
