@@ -126,26 +126,14 @@ SLURM_MODULES = ("test_multirun_slurm.py", "test_pipeline_slurm.py", "test_reque
                  "test_slurm_cluster.py")  # fmt: skip
 
 
-# Seconds each module took in a suite run (scripts/test_durations.py): the order modules are
-# handed out in. Only the order: no test depends on a duration.
-DURATIONS: dict[str, float] = json.loads((Path(__file__).parent / "durations.json").read_text())
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The SLURM modules first (one scope, on one worker), then the other modules longest
-    first (a module not in tests/durations.json: after those with slow tests), so that the
-    quick ones fill in at the end and no worker is left alone with a long one."""
+    """The SLURM modules first, then those with slow tests: the longest chains start at once
+    and the quick modules fill in at the end."""
     stray = {i.path.name for i in items if i.get_closest_marker("slurm")} - set(SLURM_MODULES)
     if stray:
         raise pytest.UsageError(f"SLURM tests outside tests/conftest.py's SLURM_MODULES: {stray}")
     slow = {i.path for i in items if i.get_closest_marker("slow")}
-    items.sort(
-        key=lambda i: (
-            i.path.name not in SLURM_MODULES,
-            -DURATIONS.get(i.path.name, 0.0),
-            i.path not in slow,
-        )
-    )  # stable
+    items.sort(key=lambda i: (i.path.name not in SLURM_MODULES, i.path not in slow))  # stable
 
 
 class ByModuleScheduling:
