@@ -3,6 +3,7 @@ edit of the checkout while a run goes reaches no worker."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ def test_an_edit_of_the_checkout_during_a_local_run_reaches_no_worker(
     for name in ("src", "conf", "pipelines"):
         shutil.copytree(ROOT / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     (repo / "data").symlink_to(ROOT / "data", target_is_directory=True)
+    commit = _committed(repo)
     go, out = tmp_path / "go", tmp_path / "out"
     hold = f"trainer.callbacks=[{{_target_:ssmax.lit.hold.HoldAtStep,step:3,release:'{go}'}}]"
     env = os.environ | {"PYTHONPATH": str(repo / "src")}
@@ -58,3 +60,16 @@ def test_an_edit_of_the_checkout_during_a_local_run_reaches_no_worker(
     assert "FAILED" not in said and "done    report" in said, said
     (snapshot,) = (out / "pipeline" / "snapshots").iterdir()
     assert "raise ImportError" not in (snapshot / "src/ssmax/pipeline/executors.py").read_text()
+    # the snapshot is no repository: every node's record still names the commit the run
+    # started from (2026-11-28: "unknown" in the workers' records since the snapshot came)
+    records = [json.loads(p.read_text()) for p in (out / "pipeline" / "nodes").rglob("done.json")]
+    assert len(records) > 5 and {r["git_commit"] for r in records} == {commit}
+
+
+def _committed(repo: Path) -> str:
+    """repo made a git repository of one commit; its hash."""
+    git = ["git", "-C", str(repo), "-c", "user.name=test", "-c", "user.email=test@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "copy"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=120)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True, timeout=60).stdout.strip()  # fmt: skip

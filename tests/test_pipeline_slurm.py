@@ -378,11 +378,14 @@ def test_bad_profile_fails_before_submitting(
     assert not folder.exists() or [p.name for p in folder.iterdir()] == ["run.lock"]
 
 
-def where_code_is() -> tuple[str, str]:
-    """Run in a job: where the job imported ssmax and its configs from."""
+def where_code_is() -> tuple[str, str, str]:
+    """Run in a job: where the job imported ssmax and its configs from, and the commit its
+    records would name."""
     import ssmax.config.compose  # ssmax is a namespace package: its modules tell where they're from
+    import ssmax.tracking.manifest
 
-    return ssmax.config.compose.__file__, str(ssmax.config.compose.CONF_DIR)
+    module, conf = ssmax.config.compose.__file__, str(ssmax.config.compose.CONF_DIR)
+    return module, conf, ssmax.tracking.manifest.git_commit()
 
 
 def test_snapshot_jobs_import_the_code_as_submitted(slurm_cluster, tmp_path: Path) -> None:
@@ -390,6 +393,7 @@ def test_snapshot_jobs_import_the_code_as_submitted(slurm_cluster, tmp_path: Pat
 
     from ssmax.pipeline import slurm as slurm_executor
     from ssmax.pipeline.snapshot import REPO, code_digest
+    from ssmax.tracking.manifest import git_commit
 
     cfg, _ = plan(smoke(tmp_path, tmp_path / "cache", B_ONLY, "executor.snapshot=true"))
     setup = slurm_executor._snapshot_setup(cfg)
@@ -400,6 +404,7 @@ def test_snapshot_jobs_import_the_code_as_submitted(slurm_cluster, tmp_path: Pat
     res["setup"] = setup
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the job need not find `tests`
     job = slurm_executor._executor(cfg, res, "where", [], "afterok").submit(where_code_is)
-    module, conf = job.result()
+    module, conf, commit = job.result()
     assert module == str(snap / "src" / "ssmax" / "config" / "compose.py")
     assert conf == str(snap / "conf") and not conf.startswith(str(REPO / "conf"))
+    assert commit == git_commit()  # the copy is no repository: the submitting checkout's

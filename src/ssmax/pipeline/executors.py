@@ -31,6 +31,7 @@ from ssmax.pipeline.slurm import run_slurm
 from ssmax.pipeline.snapshot import snapshot
 from ssmax.pipeline.stage_code import stage_code
 from ssmax.tracking import close_dead, ensure_experiment, folder_store, is_server, tracking_uri
+from ssmax.tracking.manifest import COMMIT_ENV, git_commit
 from ssmax.tracking.spool import KEPT, end_open_spools
 from ssmax.tracking.ui import training_view
 
@@ -194,21 +195,25 @@ def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
     code as planned, ssmax.pipeline.snapshot: an edit of the checkout while the run goes
     reaches no worker, not even a module one imports late) or, without it, from the checkout.
     One per process, kept across runs of the same code; restarted for other code."""
-    code = frozen.name if frozen else None  # the snapshot's content digest
+    # the snapshot's content digest and the commit the records name (the copy is no
+    # repository: manifest.git_commit reads it from COMMIT_ENV)
+    code = f"{frozen.name}@{git_commit()}" if frozen else None
     server = multiprocessing.forkserver._forkserver
     if server._forkserver_pid is not None and _SERVED["code"] != code:
         server._stop()  # it serves other code (a private API of CPython, 3.11 to 3.13)
     context.set_forkserver_preload([*modules, __name__])  # __name__: the workers' entry, _work
-    path = os.environ.get("PYTHONPATH")
+    saved = {key: os.environ.get(key) for key in ("PYTHONPATH", COMMIT_ENV)}
     if frozen:  # the server starts with it, so its imports, late ones too, find the copy first
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(frozen / "src"), path]))
+        path = os.pathsep.join(filter(None, [str(frozen / "src"), saved["PYTHONPATH"]]))
+        os.environ |= {"PYTHONPATH": path, COMMIT_ENV: git_commit()}
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
-        if path is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = path
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     _SERVED["code"] = code
 
 

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from ssmax.files.atomic import atomic_dir
+from ssmax.tracking.manifest import COMMIT_ENV, git_commit
 
 REPO = Path(__file__).resolve().parents[3]
 COPIED = ("src", "conf")
@@ -52,6 +53,8 @@ def snapshot(output_dir: str | Path, root: Path = REPO) -> Path:
 
 
 def setup_lines(dest: Path) -> list[str]:
-    """sbatch script lines that make the job import the snapshot's code."""
+    """sbatch script lines that make the job import the snapshot's code, and record the
+    commit this pipeline runs from (the copy is no repository: manifest.git_commit)."""
     src = shlex.quote(str(dest / "src"))
-    return [f"export PYTHONPATH={src}${{PYTHONPATH:+:$PYTHONPATH}}"]
+    return [f"export PYTHONPATH={src}${{PYTHONPATH:+:$PYTHONPATH}}",
+            f"export {COMMIT_ENV}={shlex.quote(git_commit())}"]  # fmt: skip

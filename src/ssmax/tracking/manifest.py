@@ -27,6 +27,7 @@ SOURCE = Path(__file__).resolve().parent  # the checkout whose commit the runs r
 NODE_KEYS = ("packages_sha", "host", "cpu", "gpus")  # every node's run and done record
 SLURM_KEYS = ("slurm_job_id", "slurm_array_task")  # where a SLURM job ran the node
 PIPELINE_TAGS = ("dirty", *NODE_KEYS, "python", "torch", "cuda", "cudnn", "nccl")
+COMMIT_ENV = "SSMAX_GIT_COMMIT"  # the commit a snapshot's pipeline ran from (git_commit)
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -46,8 +47,11 @@ def _head(where: Path) -> str:
 
 @cache
 def git_commit() -> str:
-    """The commit this code runs from (every run's tag, every node's record): once a process."""
-    return _head(SOURCE)
+    """The commit this code runs from (every run's tag, every node's record): once a process.
+    Code that runs from a snapshot (pipeline.snapshot: a copy, not a repository) takes the
+    commit its pipeline ran from, which the pipeline passes in COMMIT_ENV."""
+    head = _head(SOURCE)
+    return os.environ.get(COMMIT_ENV, head) if head == "unknown" else head
 
 
 def git_state(cwd: str | Path | None = None) -> dict[str, Any]:
