@@ -34,9 +34,10 @@ def design_rows(results: Results, design: Design, variants: Sequence[str]) -> li
     the same over every seed of this run: how the criteria fare on the seeds that decide the
     claims (a verdict run has no design seed), not a test."""
     out, seeds = [], design.seeds
-    evaluated = [v for v in variants if values_of(results, "niah@1", v)]
+    at_1x = {v: values_of(results, "niah@1", v) for v in variants}
+    evaluated = [v for v in variants if at_1x[v]]
     for variant in evaluated:
-        values = values_of(results, "niah@1", variant)
+        values = at_1x[variant]
         label = f"({facts(variant).letter}) NIAH at 1x >= {design.niah_at_1x:g}"
         got, met = _floor(values, seeds, design.niah_at_1x)
         out.append([label, got, met, _joined(*_floor(values, sorted(values), design.niah_at_1x))])

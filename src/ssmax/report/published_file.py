@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.variants import facts
 from ssmax.report.gather import Results, Settings, Table
@@ -65,18 +65,22 @@ def not_in_yet(path: Path, how: str) -> str:
     return f"Not in yet: {path.relative_to(ROOT)} ({how})."
 
 
-def run_file(results: Path, seeds: list[int], about: str) -> dict:
-    """A published file's content from a run's results.json: the given seeds' values, the
-    run's preset, design and train length from its report node's config.yaml, its commit and
-    machine from the node's done record (in the node's folder: results.json's, or its parent,
-    as the report node keeps it in report/)."""
+def report_node(results: Path) -> tuple[DictConfig, dict]:
+    """The config and done record of the report node that wrote results.json (in the node's
+    folder: results.json's, or its parent, as the report node keeps it in report/)."""
     near = (results.parent, results.parent.parent)
     node = next((d for d in near if (d / "done.json").is_file()), None)
     if node is None or not (node / "config.yaml").is_file():
         raise SystemExit(f"{results} is not in a report node's folder (done.json and "
                          f"config.yaml beside it or in {results.parent.parent})")  # fmt: skip
-    cfg = OmegaConf.load(node / "config.yaml")
-    record = json.loads((node / "done.json").read_text())
+    return OmegaConf.load(node / "config.yaml"), json.loads((node / "done.json").read_text())
+
+
+def run_file(results: Path, seeds: list[int], about: str) -> dict:
+    """A published file's content from a run's results.json: the given seeds' values, the
+    run's preset, design and train length from its report node's config.yaml, its commit and
+    machine from the node's done record (report_node)."""
+    cfg, record = report_node(results)
     values = {
         v: {m: {str(s): x for s, x in by_seed.items() if s in seeds} for m, by_seed in ms.items()}
         for v, ms in read_table(results).items()

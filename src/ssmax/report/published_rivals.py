@@ -19,6 +19,7 @@ from ssmax.report.published_file import (
     letter,
     load,
     not_in_yet,
+    report_node,
     run_file,
 )
 from ssmax.report.render import (
@@ -95,8 +96,7 @@ def rivals_file(results: Path, design: bool) -> dict:
     """The rival laws' file (issue 43) from a run's results.json: its verdict seeds (those
     outside preset.design) or, design True, its design seeds; one line where it has none."""
     seeds = sorted({s for ms in read_table(results).values() for by in ms.values() for s in by})
-    content = run_file(results, seeds, "")
-    chosen = set(content["run"]["design"]["seeds"])
+    chosen = set(report_node(results)[0].preset.design.seeds)
     keep = [s for s in seeds if (s in chosen) == design]
     if not keep:
         kind = "design" if design else "verdict (outside preset.design.seeds)"
