@@ -21,13 +21,17 @@
 # over the folder), the per-node wall times, the weights digests and the logs in
 # $OUT/replicate.tgz. REPL_PRESET (tiny), REPL_PIPELINE: the pipeline file (paper; e.g.
 # rival_laws), REPL_ARGS: more overrides; REPL_DIR: the output folder (/tmp/replicate).
+# rivals: the general path on CUDA (issue 43): tests/test_flex_cuda.py (the compiled model's
+# FlexAttention kernel against the explicit one: forward, gradients, KV-cache decoding) and
+# bench_step's [3] for (a), (b), (k) at the preset's micro-batch and (a), (l) at RIVALS_BATCH
+# (default 8: (l)'s entmax holds the whole score matrix), tokens/s and MFU, not recorded.
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
-  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate)" >&2; exit 2 ;; esac
+  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate|rivals) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate, rivals)" >&2; exit 2 ;; esac
 done
 WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
@@ -48,6 +52,12 @@ for one in $PARTS; do
     niah) python3 bench/bench_niah.py --ways "${NIAH_WAYS:-eager:torch,compiled:torch,compiled:cudnn}" ;;
     evals) python3 bench/bench_evals.py --preset paper ;;
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
+    rivals)
+      python3 -m pytest -q -p no:cacheprovider tests/test_flex_cuda.py || true
+      fast=(--preset paper --parts 3 --rounds 4 --steps 10 --warmup 3 --no-record)
+      timeout "${RIVALS_TIMEOUT_S:-240}" python3 bench/bench_step.py "${fast[@]}" --variants a,b,k || true
+      timeout "${RIVALS_TIMEOUT_S:-240}" python3 bench/bench_step.py "${fast[@]}" --variants a,l \
+        --batch-size "${RIVALS_BATCH:-8}" || true ;;
     sysmetrics)
       python3 -m ssmax.train preset=smoke trainer.compile=false \
         tracking.system_metrics_interval_s=1 paths.output_dir=/tmp/sysmetrics >/dev/null 2>&1 \
