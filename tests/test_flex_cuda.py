@@ -1,8 +1,8 @@
 """The general path's FlexAttention kernel where it runs in the pipeline: a compiled model on
 CUDA (variant.path=auto sends a softmax law through flex_attention's score_mod there). Its
-forward, its gradients and its KV-cache decoding equal the explicit kernel's run eagerly, for
-the query-factor laws sent through the general path and for (k). Runs only on a CUDA machine
-(the CPU suite checks the eager flex kernel in test_attention)."""
+forward and gradients equal the explicit kernel's run eagerly, for a query-factor law sent
+through the general path and for (k), and so does (k)'s decoding under the KV cache. Runs only
+on a CUDA machine (the CPU suite checks the eager flex kernel in test_attention)."""
 
 from __future__ import annotations
 
@@ -47,11 +47,16 @@ def test_compiled_flex_path_equals_the_explicit_kernel(name: str) -> None:
     torch.testing.assert_close(got_logits, want_logits, rtol=1e-4, atol=1e-4)
     for n, g in want_grads.items():
         torch.testing.assert_close(got_grads[n], g, rtol=1e-3, atol=1e-4, msg=n)
-    # decoding under the KV cache, as NIAH runs it: a prefill, then one token a step
-    eager = build(name, "explicit").eval()
+
+
+def test_compiled_decoding_under_the_kv_cache_equals_the_explicit_kernel() -> None:
+    # as NIAH runs it (symbolic shapes): a prefill through FlexAttention, then one token a step
+    # (past > 0: the explicit kernel, see Attention.general_attention)
+    ids = torch.randint(0, 97, (2, 48), device="cuda")
+    flexed, eager = (build("k_scale_invariant", path).eval() for path in ("auto", "explicit"))
     with torch.no_grad():
         cache_e, cache_f = eager.new_cache(2, 48), flexed.new_cache(2, 48)
-        step = torch.compile(flexed.eval(), dynamic=True)
+        step = torch.compile(flexed, dynamic=True)
         chunks = [slice(0, 40), *(slice(t, t + 1) for t in range(40, 48))]
         got = [step(ids[:, c], cache_f) for c in chunks]
         want = [eager(ids[:, c], cache_e) for c in chunks]

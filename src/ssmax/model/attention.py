@@ -181,13 +181,17 @@ class Attention(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: int
     ) -> torch.Tensor:
         """The general path: FlexAttention's score_mod under a compiled forward on CUDA (or
-        variant.path=flex), else laws.attention's explicit scores; the same law either way."""
+        variant.path=flex), else laws.attention's explicit scores; the same law either way.
+        Under auto, a chunk appended to a KV cache (past > 0) takes the explicit kernel: a
+        compiled score_mod closing over a symbolic past fails in dynamo (torch 2.11), and a
+        decoding step's one query row gains nothing from FlexAttention."""
         params = law_params(self.variant)
         flex = self.variant.path == "flex" or (
             self.variant.path == "auto"
             and q.is_cuda
             and params["normalizer"] == "softmax"
             and torch.compiler.is_compiling()
+            and past == 0
         )
         if flex:  # softmax only: FlexAttention's normaliser
             from torch.nn.attention.flex_attention import flex_attention
