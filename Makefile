@@ -93,6 +93,9 @@ train-all: setup ## Hydra multirun: pretrain the pipeline's from-scratch variant
 test: setup ## Run the test suite (what CI runs) in TEST_WORKERS=2 pytest-xdist workers (0: one process)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
+test-cpu: setup ## The suite as make test, then the CPU of every Python process it started, by test module
+	$(PY) scripts/suite_cpu.py -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+
 test-fast: setup ## Tests without the slow ones
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
