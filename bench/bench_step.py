@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--no-record", action="store_true", help="do not write throughput.json")
     parser.add_argument("--variants", default="a,b", help="[3]'s laws by letter, (a) first")
+    parser.add_argument("--no-bare", action="store_true", help="[3] without the bare loop")
     parser.add_argument(
         "--parts", default=None, help="which measurements, e.g. 1,2 (default: all on the CPU, 3 "
         "on a GPU, where each model compiles for ~30 s and [2] compiles 8 variants a round)"
@@ -232,8 +233,9 @@ def gpu_report(cfg, batch, args, compiled: bool) -> None:  # noqa: ANN001
             lit = make_lit(cfg, v, total, compiled)
             steps[v].append(lightning_loop(lit, batch, args.steps, args.warmup))
     bare = [bare_loop(make_lit(cfg, SOFTMAX, total, compiled), batch, args.steps, args.warmup)
-            for _ in range(max(2, args.rounds // 2))]  # fmt: skip
-    for label, times in (*steps.items(), (f"{SOFTMAX} (bare loop)", bare)):
+            for _ in range(0 if args.no_bare else max(2, args.rounds // 2))]  # fmt: skip
+    rows = {**steps, **({f"{SOFTMAX} (bare loop)": bare} if bare else {})}
+    for label, times in rows.items():
         tps = n_tokens / statistics.median(times)
         mfu = f"{tps * flops_per_token / peak:.1%}" if peak else "unknown peak"
         print(f"    {label:<24} {tps:,.0f} tokens/s  MFU {mfu}  peak {peak_gib():.1f} GiB")
