@@ -309,6 +309,7 @@ def test_rival_laws_equal_their_papers_at_1x_and_past_n(name: str, multiple: int
     # init_std 0.5: scores of order 1, so that a law off by 1% moves the output past rtol (and
     # entmax leaves keys at exactly 0)
     cfg = ModelConfig(vocab_size=97, n_layers=1, n_heads=2, dim=16, ffn_dim=40, init_std=0.5)
+    torch.manual_seed(0)  # its own weights, whatever ran before (they came from the order)
     model = Transformer(cfg, v, train_len=train_len).double().eval()
     randomise_scalars(model, torch.Generator().manual_seed(2))
     attn, seen = model.layers[0].attn, []
@@ -329,8 +330,10 @@ def test_rival_laws_equal_their_papers_at_1x_and_past_n(name: str, multiple: int
         else:
             freqs = [10_000.0 ** (-2 * j / 8) for j in range(4)]
         want = layer_reference(v, attn, x, freqs, train_len)
-    # RoPE angles are float32 by design and so is a law's term (1e-7 relative)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # RoPE angles are float32 by design and so is a law's term (1e-7 relative): at 3x, up to
+    # 4.4e-6 apart for some weights (atol 1e-6 failed 4 of 8 seeds); any 1% error in a law's
+    # scores still fails every case (checked on 4 seeds)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_p_rope_turns_half_the_pairs_and_scales_its_base_with_theta() -> None:
@@ -402,6 +405,27 @@ def test_entmax_is_its_definition_and_its_gradient() -> None:
     assert torch.autograd.gradcheck(lambda t: laws.entmax(t, alpha=1.5), (leaf,))
     with pytest.raises(ValueError, match="alpha=1.0; allowed: a number > 1"):
         laws.entmax(z, alpha=1.0)
+
+
+def test_entmax_has_the_bits_of_the_plain_bisection() -> None:
+    # the kernel's in-place loop computes what the allocating one did (the rival verdict's (l)
+    # was computed by it, bcc7ce8), bit for bit: the same operations in the same order
+    def plain(z: torch.Tensor, alpha: float) -> torch.Tensor:
+        x, power = z * (alpha - 1.0), 1.0 / (alpha - 1.0)
+        top = x.max(dim=-1, keepdim=True).values
+        lo, hi = top - 1.0, top - (1.0 / z.shape[-1]) ** (alpha - 1.0)
+        for _ in range(laws.ENTMAX_ITERS):
+            mid = (lo + hi) / 2
+            above = ((x - mid).clamp(min=0) ** power).sum(dim=-1, keepdim=True) >= 1
+            lo, hi = torch.where(above, mid, lo), torch.where(above, hi, mid)
+        p = (x - (lo + hi) / 2).clamp(min=0) ** power
+        return p / p.sum(dim=-1, keepdim=True)
+
+    gen = torch.Generator().manual_seed(3)
+    for dtype, alpha in ((torch.float32, 1.5), (torch.float32, 1.2), (torch.float64, 3.0)):
+        z = torch.randn(2, 3, 40, 40, generator=gen, dtype=dtype) * 4
+        z = z.masked_fill(~torch.ones(40, 40, dtype=torch.bool).tril(), float("-inf"))
+        assert torch.equal(laws.entmax(z, alpha=alpha), plain(z, alpha)), (dtype, alpha)
 
 
 def test_rival_laws_train() -> None:
