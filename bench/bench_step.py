@@ -6,11 +6,12 @@
    goal >= 0.95.
 2. Each SSMax variant's step against softmax on the bare loop: time ratio, goal <= 1.03.
 3. On a GPU: the pipeline's training path (Lightning, bf16-mixed, trainer.compile, chunked loss,
-   fused AdamW, the preset's micro-batch): tokens/s and MFU against the chip's bf16 peak for (a)
-   and (b), and (b)/(a); the bare loop's beside them. (a)'s tokens/s is written to
-   bench/throughput.json for `plan` (--no-record: not).
+   fused AdamW, the preset's micro-batch): tokens/s and MFU against the chip's bf16 peak for
+   --variants (default (a) and (b)), and each one's step time over the first's; the bare loop's
+   beside them (--no-bare: not). (a)'s tokens/s is written to bench/throughput.json for `plan`
+   (--no-record: not).
 
-On a GPU only [3] runs unless --parts says otherwise ([3] times the bare loop too).
+On a GPU only [3] runs unless --parts says otherwise.
 Rounds alternate between the contenders so that drift of a shared machine hits both; the
 median of per-round ratios is printed. Usage: python bench/bench_step.py [--preset tiny]
 """
