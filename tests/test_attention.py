@@ -388,6 +388,35 @@ def test_explicit_and_flex_paths_equal_the_fused_one(name: str) -> None:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
+def test_flex_path_traced_with_symbolic_shapes_equals_the_explicit_kernel() -> None:
+    # NIAH compiles with dynamic=True, which makes (k)'s tau a symbolic float: flex_attention
+    # refused it from score_mod's closure (found on an H100). aot_eager runs dynamo's trace and
+    # the HOP on the CPU (inductor has no CPU flex kernel for these shapes); prefill, then decoding
+    import dataclasses
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=97, n_layers=2, n_heads=2, dim=32, ffn_dim=64)
+    models = [
+        Transformer(cfg, dataclasses.replace(variant("k_scale_invariant"), path=p), 16).eval()
+        for p in ("flex", "explicit")
+    ]
+    randomise_scalars(models[0], torch.Generator().manual_seed(1))
+    models[1].load_state_dict(models[0].state_dict())
+    ids = torch.randint(0, 97, (2, 44))
+    chunks = [slice(0, 40), *(slice(t, t + 1) for t in range(40, 44))]
+    outs = []
+    for model, run in zip(
+        models,
+        (torch.compile(models[0], dynamic=True, backend="aot_eager"), models[1]),
+        strict=True,
+    ):
+        with torch.no_grad():
+            cache = model.new_cache(2, 44)
+            outs.append(torch.cat([run(ids[:, c], cache) for c in chunks], 1))
+    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
+
+
 def test_entmax_is_its_definition_and_its_gradient() -> None:
     gen = torch.Generator().manual_seed(0)
     z = torch.randn(3, 7, 9, generator=gen, dtype=torch.float64) * 3

@@ -50,8 +50,9 @@ def test_compiled_flex_path_equals_the_explicit_kernel(name: str) -> None:
 
 
 def test_compiled_decoding_under_the_kv_cache_equals_the_explicit_kernel() -> None:
-    # as NIAH runs it (symbolic shapes): a prefill through FlexAttention, then one token a step
-    # (past > 0: the explicit kernel, see Attention.general_attention)
+    # as NIAH runs it (symbolic shapes, so tau is a symbolic float): a prefill through
+    # FlexAttention, then one token a step through the explicit kernel (path=flex there failed
+    # in inductor's codegen, torch 2.11: docs/rival-laws.md)
     ids = torch.randint(0, 97, (2, 48), device="cuda")
     flexed, eager = (build("k_scale_invariant", path).eval() for path in ("auto", "explicit"))
     with torch.no_grad():

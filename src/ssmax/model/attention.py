@@ -182,9 +182,9 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """The general path: FlexAttention's score_mod under a compiled forward on CUDA (or
         variant.path=flex), else laws.attention's explicit scores; the same law either way.
-        Under auto, a chunk appended to a KV cache (past > 0) takes the explicit kernel: a
-        compiled score_mod closing over a symbolic past fails in dynamo (torch 2.11), and a
-        decoding step's one query row gains nothing from FlexAttention."""
+        Under auto, a chunk appended to a KV cache (past > 0) takes the explicit kernel:
+        inductor's FlexAttention kernel for one query row after a symbolic past failed to
+        compile on an H100 (torch 2.11; docs/rival-laws.md)."""
         params = law_params(self.variant)
         flex = self.variant.path == "flex" or (
             self.variant.path == "auto"
@@ -197,7 +197,7 @@ class Attention(nn.Module):
             from torch.nn.attention.flex_attention import flex_attention
 
             score_params = {name: params[name] for name in SCORE_PARAMS}
-            mod = score_mod(params["score_law"], past, **score_params)
+            mod = score_mod(params["score_law"], past, q.device, **score_params)
             return flex_attention(q, k.to(q.dtype), v.to(q.dtype), score_mod=mod)
         return explicit_attention(q, k, v, past=past, **params)
 

@@ -255,12 +255,14 @@ def attention(
 
 
 def score_mod(
-    score_law: str, past: int | torch.Tensor, **params: float
+    score_law: str, past: int | torch.Tensor, device: torch.device, **params: float
 ) -> Callable[..., torch.Tensor]:
     """The same score law and causal mask as a FlexAttention score_mod (query index q_idx is at
-    position past + q_idx)."""
+    position past + q_idx). The law's parameters are captured as 0-d tensors on ``device``:
+    flex_attention takes tensors and ints from its closure, not floats, and a compile with
+    dynamic shapes makes a float attribute a symbolic float."""
     law = SCORE_LAWS.get(score_law)
-    mine = _only(params, SCORE_PARAMS)
+    mine = {k: torch.tensor(v, device=device) for k, v in _only(params, SCORE_PARAMS).items()}
 
     def mod(score, b, h, q_idx, kv_idx):  # noqa: ANN001, ANN202
         t = q_idx + past - kv_idx
