@@ -105,8 +105,7 @@ def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache:
     release = tmp_path / "release"
     hold = f"{{_target_: ssmax.lit.hold.HoldAtStep, step: 1, release: '{release}'}}"
     settings = ["preset=smoke", "pipeline.variants=[pn_rationale]", f"paths.output_dir={tmp_path}",
-                f"paths.cache_dir={shared_cache}", "trainer.pretrain.max_steps=100",
-                f"trainer.callbacks=[{hold}]"]  # fmt: skip
+                f"paths.cache_dir={shared_cache}", f"trainer.callbacks=[{hold}]"]  # fmt: skip
     command = [sys.executable, "-m", "ssmax.pipeline"]
     first = subprocess.Popen([*command, "run", *settings], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip

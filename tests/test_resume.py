@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 SETTINGS = [  # (a)'s pretraining alone (pipeline.targets): the node that is killed
     "preset=smoke", "pipeline.variants=[a_softmax]", "pipeline.targets=[pretrain]",
-    "trainer.pretrain.max_steps=60",
+    "trainer.pretrain.max_steps=30",  # resumed from step 10 past two more checkpoints
     "trainer.checkpoint_every_n_steps=10", "trainer.log_every_n_steps=1",
     "trainer.deterministic=true",
 ]  # fmt: skip
@@ -82,7 +82,7 @@ def test_killed_training_node_resumes_to_identical_weights(
     assert held_marker(folder, 12).exists() and (folder / "checkpoints" / "last.ckpt").exists()
     assert not (folder / "done.json").exists() and not (folder / "model.pt").exists()
     partial, _ = loss_steps(killed)
-    assert max(partial, default=0) < 59  # killed before the end
+    assert max(partial, default=0) < 29  # killed before the end
 
     out = subprocess.run(pipeline(killed, shared_cache), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
