@@ -397,24 +397,24 @@ def test_flex_path_traced_with_symbolic_shapes_equals_the_explicit_kernel() -> N
 
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=97, n_layers=2, n_heads=2, dim=32, ffn_dim=64)
-    models = [
+    flexed, explicit = (
         Transformer(cfg, dataclasses.replace(variant("k_scale_invariant"), path=p), 16).eval()
         for p in ("flex", "explicit")
-    ]
-    randomise_scalars(models[0], torch.Generator().manual_seed(1))
-    models[1].load_state_dict(models[0].state_dict())
+    )
+    randomise_scalars(flexed, torch.Generator().manual_seed(1))
+    explicit.load_state_dict(flexed.state_dict())
+    step = torch.compile(flexed, dynamic=True, backend="aot_eager")
     ids = torch.randint(0, 97, (2, 44))
     chunks = [slice(0, 40), *(slice(t, t + 1) for t in range(40, 44))]
-    outs = []
-    for model, run in zip(
-        models,
-        (torch.compile(models[0], dynamic=True, backend="aot_eager"), models[1]),
-        strict=True,
-    ):
-        with torch.no_grad():
-            cache = model.new_cache(2, 44)
-            outs.append(torch.cat([run(ids[:, c], cache) for c in chunks], 1))
-    torch.testing.assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        got, want = (
+            torch.cat([run(ids[:, c], cache) for c in chunks], 1)
+            for run, cache in (
+                (step, flexed.new_cache(2, 44)),
+                (explicit, explicit.new_cache(2, 44)),
+            )
+        )
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_entmax_is_its_definition_and_its_gradient() -> None:
