@@ -4,6 +4,7 @@ what each run ran on (its commit here; packages, machine, the work tree's diff: 
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -105,18 +106,40 @@ def store_lock(uri: str) -> Iterator[None]:
         yield
 
 
-def create_sqlite_store(uri: str, artifact_root: str | None) -> None:
-    """A new sqlite store appears whole: MLflow makes its tables and runs its migrations in a
-    file beside it, renamed into place after. Made in place, a run killed in those seconds (a
-    SLURM time-out signal during start-up) left a store at an old schema that every later run
-    refused ("out-of-date database schema"). Other stores, or one that exists: nothing."""
+def create_sqlite_store(uri: str, artifact_root: str | None, cache: Path | None = None) -> None:
+    """A new sqlite store appears whole: made in a file beside it, renamed into place after.
+    Made in place, a run killed in those seconds (a SLURM time-out signal during start-up) left
+    a store at an old schema that every later run refused ("out-of-date database schema").
+    With a cache folder, the file starts as a copy of empty_store(cache) (MLflow's tables and
+    migrations, ~1 s of CPU, made once), to which MLflow adds its Default experiment as on any
+    new store. Other stores, or one that exists: nothing."""
     db = sqlite_file(uri)
     if db is None or db.exists():
         return
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     with atomic_path(db) as tmp:  # the Default experiment (id 0) keeps its artifacts there
+        if cache is not None:
+            shutil.copyfile(empty_store(cache), tmp)
         SqlAlchemyStore(f"sqlite:///{tmp}", artifact_root or db.parent.as_uri()).engine.dispose()
+
+
+def empty_store(cache: Path) -> Path:
+    """<cache>/mlflow/empty-<MLflow version>.db: MLflow's tables at its schema head, no rows,
+    made (atomically) by the first process that needs it. MLflow makes them so in a new store
+    (mlflow.store.db.utils._initialize_tables, which SqlAlchemyStore calls on an empty database;
+    tests/test_lock.py holds a store copied from it equal to one made in place)."""
+    import mlflow
+    from mlflow.store.db.utils import _initialize_tables
+    from sqlalchemy import create_engine
+
+    path = Path(cache) / "mlflow" / f"empty-{mlflow.__version__}.db"
+    if not path.exists():
+        with atomic_path(path) as tmp:
+            engine = create_engine(f"sqlite:///{tmp}")
+            _initialize_tables(engine)
+            engine.dispose()
+    return path
 
 
 # MLflow 3's UI shows an experiment of this kind as model training (runs, metrics, charts), not
@@ -131,7 +154,7 @@ def ensure_experiment(cfg: DictConfig) -> str:
     Path(cfg.paths.output_dir).mkdir(parents=True, exist_ok=True)
     uri = tracking_uri(cfg)
     with store_lock(uri):
-        create_sqlite_store(uri, artifact_location(cfg))
+        create_sqlite_store(uri, artifact_location(cfg), Path(cfg.paths.cache_dir))
         client = mlflow_client(uri)
         experiment = client.get_experiment_by_name(cfg.tracking.experiment)
         if experiment is None:  # made here, or by a node that was quicker (Client reads it back)
