@@ -79,19 +79,35 @@ def _race(k: int, uri: str, client_path: str, barrier: Any) -> dict[str, Any]:
 
 
 def race(uri: str, client_path: str = "ssmax.tracking.client:Client") -> list[dict]:
-    """WORKERS processes racing through ROUNDS rounds on uri; each one's report."""
-    ctx = multiprocessing.get_context("spawn")
-    barrier, out = ctx.Barrier(WORKERS, timeout=120), ctx.Queue()
-    procs = [ctx.Process(target=race_worker, args=(k, uri, client_path, barrier, out))
+    """WORKERS processes racing through ROUNDS rounds on uri; each one's report. They are
+    forked by one fresh interpreter (`launch`), which imports MLflow once for all of them."""
+    spawn = multiprocessing.get_context("spawn")
+    out = spawn.Queue()
+    launcher = spawn.Process(target=launch, args=(uri, client_path, out))
+    launcher.start()
+    reports = [out.get(timeout=600) for _ in range(WORKERS)]
+    assert [one["fatal"] for one in reports if "fatal" in one] == []
+    launcher.join(timeout=60)
+    assert launcher.exitcode == 0  # every racer exited 0 (launch)
+    return sorted(reports, key=lambda one: one["k"])
+
+
+def launch(uri: str, client_path: str, out: Any) -> None:
+    """The racers, forked from here: a spawned interpreter with one thread and no store open
+    (each racer opens its own after the fork), MLflow imported (with this module) once."""
+    import mlflow.entities  # noqa: F401 - what _race imports, before the forks
+
+    fork = multiprocessing.get_context("fork")
+    barrier = fork.Barrier(WORKERS, timeout=120)
+    procs = [fork.Process(target=race_worker, args=(k, uri, client_path, barrier, out))
              for k in range(WORKERS)]  # fmt: skip
     for p in procs:
         p.start()
-    reports = [out.get(timeout=600) for _ in procs]
-    assert [one["fatal"] for one in reports if "fatal" in one] == []
     for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    return sorted(reports, key=lambda one: one["k"])
+        p.join(timeout=600)
+    codes = [p.exitcode for p in procs]
+    if codes != [0] * WORKERS:
+        raise SystemExit(f"racers' exit codes: {codes}")
 
 
 def assert_each_written_once(reports: list[dict], uri: str, db: Path) -> None:
