@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from ssmax.lit.hold import held_marker
+from ssmax.pipeline.__main__ import main as pipeline_main
 from ssmax.report.__main__ import main as report_main
 from ssmax.tracking.reach import PROBE_TIMEOUT_S
 from ssmax.tracking.spool import SPOOL_FILE, finish_later
@@ -164,20 +165,25 @@ def no_mlflow_uri(kind: str, request: pytest.FixtureRequest) -> str:
 @pytest.mark.parametrize("kind", list(NO_MLFLOW))
 @pytest.mark.parametrize("module", ["ssmax.train", "ssmax.pipeline"])
 def test_no_mlflow_at_the_tracking_uri_is_one_line_at_start(
-    tmp_path: Path, module: str, kind: str, request: pytest.FixtureRequest
-) -> None:
+    tmp_path: Path, module: str, kind: str, request: pytest.FixtureRequest,
+    capsys: pytest.CaptureFixture,
+) -> None:  # fmt: skip
+    """`python -m ssmax.train` as a process (a Hydra app); the pipeline's entry, the same
+    function its `python -m` runs, in this process (test_errors starts it as a process)."""
     url = no_mlflow_uri(kind, request)
     out = tmp_path / "out"
-    args = ["run"] if module == "ssmax.pipeline" else []
+    overrides = ["preset=smoke", f"paths.output_dir={out}", f"tracking.tracking_uri={url}"]
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", module, *args, "preset=smoke", f"paths.output_dir={out}",
-         f"tracking.tracking_uri={url}"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    if module == "ssmax.train":
+        done = subprocess.run([sys.executable, "-m", module, *overrides], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        status, err = done.returncode, done.stderr
+    else:
+        status, err = pipeline_main(["run", *overrides]), capsys.readouterr().err
     seconds = time.monotonic() - began
     print(f"{module}, {kind}: refused in {seconds:.1f} s")
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
+    assert status == 2, err
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and f"tracking.tracking_uri={url}" in lines[0], lines
     assert all(part in lines[0] for part in NO_MLFLOW[kind]), lines
     assert kind == NO_SCHEME or "unset tracking.tracking_uri" in lines[0], lines
