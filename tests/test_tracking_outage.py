@@ -56,7 +56,7 @@ def server(folder: Path, port: int) -> UIServer:
 
 
 def train(out: Path, cache: Path, url: str, holds: Path, steps: list[int], log: Path,
-          max_steps: int) -> subprocess.Popen:  # fmt: skip
+          max_steps: int, *extra: str) -> subprocess.Popen:  # fmt: skip
     """ssmax.train held after each of steps until holds/go-<step> exists; what its threads sent
     over the network in holds/calls.json. The caller's PYTHONPATH is kept, after the repository
     (where `tests` is)."""
@@ -67,7 +67,7 @@ def train(out: Path, cache: Path, url: str, holds: Path, steps: list[int], log: 
     callback = f"trainer.callbacks=[{','.join(callbacks)}]"
     command = [sys.executable, "-m", "ssmax.train", "preset=smoke", f"paths.output_dir={out}",
                f"paths.cache_dir={cache}", f"tracking.tracking_uri={url}",
-               f"trainer.pretrain.max_steps={max_steps}", callback]  # fmt: skip
+               f"trainer.pretrain.max_steps={max_steps}", callback, *extra]  # fmt: skip
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = os.environ | QUICK_RETRIES | {"PYTHONPATH": path}
     with open(log, "w") as handle:
@@ -272,7 +272,9 @@ def test_run_ending_while_the_server_is_away_leaves_it_for_later(
     back: every step logged once, in order, the run FINISHED (and the report's tag on it)."""
     port, holds, log = free_port(), tmp_path / "holds", tmp_path / "train.log"
     srv, out, max_steps = server(tmp_path / "server", port), tmp_path / "out", 30
-    process = train(out, shared_cache, srv.url, holds, [10], log, max_steps)
+    # it ends with the server away: a second of tracking.end_wait_s shows the wait as well
+    process = train(out, shared_cache, srv.url, holds, [10], log, max_steps,
+                    "tracking.end_wait_s=1")  # fmt: skip
     folder = run_folder(out)
     try:
         wait_for(held_marker(folder, 10), process, log)

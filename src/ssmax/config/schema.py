@@ -237,6 +237,7 @@ class TrackingConfig:
     mode: str = rule("online", choices=("online", "offline"))  # where runs are logged
     system_metrics: bool = True  # CPU, memory, disk, network, GPUs of every node's run
     system_metrics_interval_s: float = rule(10.0, gt=0)  # one logged step per interval
+    end_wait_s: float = rule(10.0, ge=0)  # a run ending with its server away waits this long
     experiment: str = "ssmax-repro"  # the MLflow experiment
     artifact_location: str | None = None  # null: <output_dir>/mlartifacts, a server's own
     parent_run_id: str | None = None  # set by the pipeline: node runs are its run's children

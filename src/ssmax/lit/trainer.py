@@ -98,7 +98,8 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     if cfg.tracking.parent_run_id:  # a child of the pipeline's run
         tags["mlflow.parentRunId"] = cfg.tracking.parent_run_id
     uri = tracking_uri(cfg)
-    spooled = {"spool_dir": run_dir} if is_server(uri) else {}
+    end_wait = cfg.tracking.get("end_wait_s", DRAIN_WAIT_S)
+    spooled = {"spool_dir": run_dir, "end_wait_s": end_wait} if is_server(uri) else {}
     logger = (SpoolingMLFlowLogger if spooled else ResumableMLFlowLogger)(
         experiment_name=cfg.tracking.experiment,
         tracking_uri=uri,
@@ -329,8 +330,10 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
     folder (ssmax.tracking.spool). The run is created (or reopened) at start, when the server
     answers."""
 
-    def __init__(self, *args: Any, spool_dir: str | Path, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, spool_dir: str | Path, end_wait_s: float = DRAIN_WAIT_S,
+                 **kwargs: Any) -> None:  # fmt: skip
         super().__init__(*args, **kwargs)
+        self.end_wait_s = end_wait_s  # tracking.end_wait_s
         self.spool = Spool(Path(spool_dir) / SPOOL_FILE)
         self._status: str | None = None
         # Steps an earlier run of this folder left pending are on their way: logged already.
@@ -365,7 +368,8 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
             self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id,
                                "status": status, "end_time": int(time.time() * 1000)})  # fmt: skip
 
-    def drain(self, wait: float = DRAIN_WAIT_S) -> bool:
-        """At the end of the run: wait up to `wait` s for the server; one line when some is
-        left (in the run folder, for the next run or `python -m ssmax.report`)."""
-        return self.spool.drain(wait)
+    def drain(self, wait: float | None = None) -> bool:
+        """At the end of the run: wait up to `wait` s (default tracking.end_wait_s) for the
+        server; one line when some is left (in the run folder, for the next run or `python -m
+        ssmax.report`)."""
+        return self.spool.drain(self.end_wait_s if wait is None else wait)

@@ -15,7 +15,7 @@ import lightning as L
 from omegaconf import DictConfig
 
 from ssmax.tracking import is_server, mlflow_client, tracking_uri
-from ssmax.tracking.spool import SPOOL_FILE, Spool
+from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
 from ssmax.tracking.system_metrics import Log, SystemMetrics, node_label, store_log
 
 PREFIX = "system/"
@@ -69,5 +69,5 @@ class NodeSystemMetrics(L.Callback):
             self.monitor.stop()
             self.monitor = None
         if self.spool is not None:
-            self.spool.drain()
+            self.spool.drain(self.cfg.tracking.get("end_wait_s", DRAIN_WAIT_S))
             self.spool = None
