@@ -368,8 +368,7 @@ class SpoolingMLFlowLogger(ResumableMLFlowLogger):
             self.spool.append({"uri": self._tracking_uri, "run_id": self.run_id,
                                "status": status, "end_time": int(time.time() * 1000)})  # fmt: skip
 
-    def drain(self, wait: float | None = None) -> bool:
-        """At the end of the run: wait up to `wait` s (default tracking.end_wait_s) for the
-        server; one line when some is left (in the run folder, for the next run or `python -m
-        ssmax.report`)."""
-        return self.spool.drain(self.end_wait_s if wait is None else wait)
+    def drain(self) -> bool:
+        """At the end of the run: wait up to tracking.end_wait_s for the server; one line when
+        some is left (in the run folder, for the next run or `python -m ssmax.report`)."""
+        return self.spool.drain(self.end_wait_s)
