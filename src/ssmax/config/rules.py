@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import operator
 import re
 import types
@@ -24,6 +25,7 @@ class RuleError(ValueError):
     """A value outside its field's rule (ssmax.preflight.settings turns it into a ConfigError)."""
 
 
+@functools.cache  # a schema class's hints never change; check_rules asks per field
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
