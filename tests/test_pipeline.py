@@ -77,6 +77,31 @@ def test_targets_plan_their_stages_and_what_they_need(tmp_path: Path, capsys) ->
     assert "allowed: pretrain, switch, rope_pretrained, eval_loss," in err
 
 
+def test_a_plan_composes_each_config_once(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Composing costs ~0.3 s of CPU: `plan` (and `run`) compose the pipeline's config once and
+    each variant's once; the reference config that names a misspelled key's neighbours
+    (check_override_keys) only once composing failed (test_errors: its one line)."""
+    import ssmax.config.compose as compose_module
+    import ssmax.pipeline.run as run_module
+
+    composed = []
+
+    def counted(*overrides: str, config_name: str = "config") -> object:
+        composed.append(overrides)
+        return compose(*overrides, config_name=config_name)
+
+    compose = compose_module.compose
+    monkeypatch.setattr(compose_module, "compose", counted)  # check_override_keys's
+    monkeypatch.setattr(run_module, "compose", counted)
+    settings = ["preset=smoke", "pipeline.variants=[a_softmax,b_ssmax]", "trainer.pretrain.lr=0.001",
+                f"paths.output_dir={tmp_path}"]  # fmt: skip
+    assert main(["plan", *settings]) == 0
+    assert len(composed) == 1 + 2  # the pipeline's, then (a)'s and (b)'s
+    assert "pretrain/b_ssmax/seed0" in capsys.readouterr().out
+
+
 def test_scaling_laws_run_beside_a_and_b() -> None:
     decl = load("scaling_laws")
     dag = build_dag(decl, decl.variants, [0])

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, NoReturn
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import ConfigError, check_cli_choices, check_override_keys, debug
+from ssmax.config.compose import ConfigError, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
 from ssmax.pipeline.slurm.launcher import launcher_value, register_resolvers
 from ssmax.preflight.input_files import check_inputs
+from ssmax.preflight.overrides import keys_named_first
 from ssmax.preflight.settings import check_compose
 from ssmax.tracking.reach import check_tracking
 
@@ -107,9 +108,9 @@ def main() -> None:
     try:
         check_cli_choices(sys.argv[1:])
         overrides = [a for a in sys.argv[1:] if a != "-m" and not a.startswith("--")]
-        check_override_keys(overrides)
+        with keys_named_first(overrides, "config"):  # a misspelled key: its nearest neighbours
+            cfg = check_compose(overrides)
         check_launcher(sys.argv[1:])
-        cfg = check_compose(overrides)
         check_inputs(cfg, sft=cfg.objective == "sft")
         if "hydra/launcher=ssmax_slurm" not in sys.argv[1:]:  # else it trains on a SLURM node
             uses_cuda(str(cfg.trainer.accelerator))

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import ConfigError, absolute_paths, check_override_keys, compose
+from ssmax.config.compose import ConfigError, absolute_paths, compose
 from ssmax.files.atomic import remove_temporaries
 from ssmax.host.cpu_isa import check_pinned, on_cpu, pin_environment
 from ssmax.host.ranks import global_rank
@@ -35,6 +35,7 @@ from ssmax.pipeline.state import (
     write_pipeline_run,
 )
 from ssmax.preflight.input_files import check_inputs
+from ssmax.preflight.overrides import keys_named_first
 from ssmax.preflight.settings import validate
 from ssmax.stages.context import StageContext
 from ssmax.stages.spec import COMMON_USES, stage_spec
@@ -99,21 +100,24 @@ def _finish_later(cfg: DictConfig, directory: Path, run_id: str, job: NodeJob) -
 
 
 def compose_pipeline(overrides: list[str]) -> DictConfig:
-    """The pipeline config (its declaration's variants and seeds filled in)."""
-    base = compose(*overrides, config_name="pipeline")
-    declared(base)
+    """The pipeline config, its declaration's variants and seeds filled in, validated
+    (ConfigError: one line; a key the config lacks named with its nearest neighbours)."""
+    with keys_named_first(overrides, "pipeline"):
+        base = compose(*overrides, config_name="pipeline")
+        declared(base)
+        validate(base)
     return base
 
 
 def compose_node(overrides: list[str], base: DictConfig, variant: str, seed: int) -> DictConfig:
-    """One node's config: the pipeline's (base, composed from overrides) for a variant and
-    seed, with that variant's own overrides (pipeline.overrides.<variant>)."""
+    """One node's config, validated: the pipeline's (base, composed from overrides) for a
+    variant and seed, with that variant's own overrides (pipeline.overrides.<variant>)."""
     extra = list(base.pipeline.overrides.get(variant) or [])
-    try:  # a misspelled key among them, named with its neighbours
-        check_override_keys(extra, config_name="pipeline")
-    except ConfigError as err:
-        raise ConfigError(f"pipeline.overrides.{variant}: {err}") from None
-    return compose(*overrides, f"variant={variant}", f"seed={seed}", *extra, config_name="pipeline")
+    with keys_named_first(extra, "pipeline", prefix=f"pipeline.overrides.{variant}: "):
+        cfg = compose(*overrides, f"variant={variant}", f"seed={seed}", *extra,
+                      config_name="pipeline")  # fmt: skip
+        validate(cfg)
+    return cfg
 
 
 def declared(cfg: DictConfig) -> Declaration:
@@ -142,12 +146,12 @@ def _reads(cfg: DictConfig) -> object:
     return OmegaConf.to_container(cfg.data, resolve=True), cfg.init_from, cfg.paths.output_dir
 
 
-def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
-    """The pipeline config and every node as a job, inputs first. Every setting and input
-    file is checked first (ConfigError: one line)."""
-    base = compose(*overrides, config_name="pipeline")
-    decl = declared(base)  # compose_pipeline, keeping the declaration
-    validate(base)
+def plan(overrides: list[str], base: DictConfig | None = None) -> tuple[DictConfig, list[NodeJob]]:
+    """The pipeline config (base: compose_pipeline(overrides), if already composed) and every
+    node as a job, inputs first. Every setting and input file is checked first (ConfigError:
+    one line; a key the config lacks named with its nearest neighbours)."""
+    base = compose_pipeline(overrides) if base is None else base
+    decl = declared(base)  # the declaration itself (its variants and seeds are filled in)
     if on_cpu(base.trainer.accelerator):  # before this process computes; workers inherit it
         pin_environment(base.trainer.cpu_isa)
     absolute_paths(base)
@@ -161,7 +165,6 @@ def plan(overrides: list[str]) -> tuple[DictConfig, list[NodeJob]]:
         key = (node.variant, node.seed)
         if key not in configs:  # one per variant and seed, its YAML written once
             cfg = base if node.variant is None else compose_node(overrides, base, *key)
-            validate(cfg)
             absolute_paths(cfg)
             if _reads(cfg) != _reads(base):  # a variant's overrides name other files
                 check_inputs(cfg)
