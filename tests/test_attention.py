@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import zlib
 from pathlib import Path
@@ -16,8 +18,15 @@ from ssmax.model.rotary import apply_rope, rope_angles
 from tests.conftest import VARIANTS, make_cfg
 
 
-def variant(name: str) -> VariantConfig:
+@functools.cache
+def _composed(name: str) -> VariantConfig:
     return variant_config(make_cfg(f"variant={name}"))
+
+
+def variant(name: str) -> VariantConfig:
+    """(name)'s variant settings, a copy of its composed config's: composing costs ~0.3 s of
+    CPU, and the tests here ask for a variant about a hundred times."""
+    return dataclasses.replace(_composed(name))
 
 
 def rope_reference(x: torch.Tensor, theta: float, offset: int = 0) -> torch.Tensor:
@@ -363,7 +372,6 @@ def test_query_factor_laws_keep_the_fused_path_and_the_rivals_do_not() -> None:
 def test_explicit_and_flex_paths_equal_the_fused_one(name: str) -> None:
     # the general path's two kernels give one law: explicit (and FlexAttention's score_mod, run
     # here eagerly: no backward on the CPU) against SDPA for (a)/(b), and each other for (k)
-    import dataclasses
     import warnings
 
     torch.manual_seed(0)
@@ -393,7 +401,6 @@ def test_flex_path_traced_with_symbolic_shapes_equals_the_explicit_kernel() -> N
     # NIAH compiles with dynamic=True, which makes (k)'s tau a symbolic float: flex_attention
     # refused it from score_mod's closure (found on an H100). aot_eager runs dynamo's trace and
     # the HOP on the CPU (inductor has no CPU flex kernel for these shapes); prefill, then decoding
-    import dataclasses
 
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=97, n_layers=2, n_heads=2, dim=32, ffn_dim=64)
