@@ -95,8 +95,8 @@ def test_a_plan_composes_each_config_once(
     compose = compose_module.compose
     monkeypatch.setattr(compose_module, "compose", counted)  # check_override_keys's
     monkeypatch.setattr(run_module, "compose", counted)
-    settings = ["preset=smoke", "pipeline.variants=[a_softmax,b_ssmax]", "trainer.pretrain.lr=0.001",
-                f"paths.output_dir={tmp_path}"]  # fmt: skip
+    settings = ["preset=smoke", "pipeline.variants=[a_softmax,b_ssmax]",
+                "trainer.pretrain.lr=0.001", f"paths.output_dir={tmp_path}"]  # fmt: skip
     assert main(["plan", *settings]) == 0
     assert len(composed) == 1 + 2  # the pipeline's, then (a)'s and (b)'s
     assert "pretrain/b_ssmax/seed0" in capsys.readouterr().out
