@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from ssmax.config.compose import compose
+from ssmax.lit.trainer import train
 from tests.batch_recorder import load_batches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,15 +48,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def train_command(out: Path, cache: Path, ranks: int, batch: int, *extra: str) -> list[str]:
+def train_settings(out: Path, cache: Path, ranks: int, batch: int, *extra: str) -> list[str]:
     """A smoke-preset pretraining of global batch 4, split over ``ranks`` processes."""
-    settings = [
+    return [
         "preset=smoke", "tracking.enabled=false", "trainer.accelerator=cpu",
         "trainer.progress_bar=false", "trainer.pretrain.max_steps=4",
         "trainer.pretrain.global_batch=4", "trainer.sft.batch_size=2", "trainer.val_batches=1",
         f"trainer.devices={ranks}", f"trainer.pretrain.batch_size={batch}",
         f"paths.output_dir={out}", f"paths.cache_dir={cache}", RECORD, *extra,
     ]  # fmt: skip
+
+
+def train_here(out: Path, cache: Path, batch: int, *extra: str) -> None:
+    """train_settings' one-process run in this process (what `python -m ssmax.train` runs
+    after its checks): a reference that needs no interpreter of its own."""
+    train(compose(*train_settings(out, cache, 1, batch, *extra)))
+
+
+def train_command(out: Path, cache: Path, ranks: int, batch: int, *extra: str) -> list[str]:
+    """train_settings as a command: `python -m ssmax.train`, under torchrun for ranks > 1."""
+    settings = train_settings(out, cache, ranks, batch, *extra)
     if ranks == 1:
         return [sys.executable, "-m", "ssmax.train", *settings]
     launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}",

@@ -1,8 +1,9 @@
 """Every rank reads different data, exactly once, and a resumed DDP run goes on where it stopped.
 
-Real runs: `python -m ssmax.train` alone, and under torchrun as 2 processes (Lightning DDP, gloo,
-CPU), each recording what it trained on. Per optimizer step the two ranks' rows are disjoint and
-together are the rows of the one-process run at the same global batch (4 rows):
+Real runs: the one-process run in this process (ssmax.lit.trainer.train, what `python -m
+ssmax.train` runs), and `python -m ssmax.train` under torchrun as 2 processes (Lightning DDP,
+gloo, CPU), each recording what it trained on. Per optimizer step the two ranks' rows are
+disjoint and together are the rows of the one-process run at the same global batch (4 rows):
 - embedded (map-style, the sampler): against 1 process x batch 4;
 - streaming SlimPajama files (packed on the fly): against 1 process with 2 DataLoader workers x
   batch 2 x 2 accumulation. The stream has one shard per (rank, worker), each packing its own
@@ -22,7 +23,14 @@ import pytest
 
 from ssmax.config.compose import compose
 from ssmax.data.lm_module import LMDataModule
-from tests.ddp_helpers import run, slimpajama_files, step_rows, streaming, train_command
+from tests.ddp_helpers import (
+    run,
+    slimpajama_files,
+    step_rows,
+    streaming,
+    train_command,
+    train_here,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +55,7 @@ def test_two_ranks_split_the_one_process_batches(
 ) -> None:
     data = streaming(files) if source == "streaming" else []
     one_process = ["data.num_workers=2", "trainer.pretrain.batch_size=2"] if data else []
-    run(train_command(tmp_path / "one", shared_cache, 1, 4, *data, *one_process))
+    train_here(tmp_path / "one", shared_cache, 4, *data, *one_process)
     two = tmp_path / "two"
     if source == "streaming":  # stops at step 2, is resumed to step 4
         stop = ["trainer.pretrain.max_steps=2", "trainer.checkpoint_every_n_steps=2"]
