@@ -52,11 +52,6 @@ def tree(tmp_path: Path) -> Path:
     )
     for name in BESIDE_SRC:
         (root / name).symlink_to(REPO / name, target_is_directory=True)
-    # what the fingerprints hash: the copy's modules, else the tests would plan the real tree
-    where = "from ssmax.pipeline.stage_code import PACKAGE; print(PACKAGE)"
-    out = subprocess.run([sys.executable, "-c", where], env=_env(root), capture_output=True,
-                         text=True, check=True, timeout=120).stdout  # fmt: skip
-    assert Path(out.strip()) == (root / "src" / "ssmax").resolve(), out
     return root
 
 
@@ -66,12 +61,21 @@ def edit(tree: Path, module: str) -> None:
     path.write_text(path.read_text() + EDIT)
 
 
+# `python -m ssmax.pipeline plan`, after saying where the code it fingerprints lies
+PLAN = (
+    "import sys; from ssmax.pipeline.stage_code import PACKAGE; print(PACKAGE); "
+    "from ssmax.pipeline.__main__ import main; sys.exit(main(['plan', *sys.argv[1:]]))"
+)
+
+
 def planned_to_run(tree: Path, overrides: list[str]) -> set[str]:
-    """The nodes `python -m ssmax.pipeline plan` shows not cached, run on the copy's code."""
-    out = subprocess.run([sys.executable, "-m", "ssmax.pipeline", "plan", *overrides],
-                         env=_env(tree), cwd=tree, capture_output=True, text=True,
-                         timeout=600)  # fmt: skip
+    """The nodes the pipeline's `plan` shows not cached, run on the copy's code."""
+    out = subprocess.run([sys.executable, "-c", PLAN, *overrides], env=_env(tree), cwd=tree,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
     assert out.returncode == 0, out.stderr
+    # what the fingerprints hash: the copy's modules, else the tests would plan the real tree
+    package = out.stdout.partition("\n")[0]
+    assert Path(package) == (tree / "src" / "ssmax").resolve(), out.stdout[:500]
     states = {name: state for state, name in NODE_LINE.findall(out.stdout)}
     assert states, out.stdout  # the plan's format changed: no node line was read
     return {name for name, state in states.items() if state != "cached"}
