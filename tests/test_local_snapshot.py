@@ -42,7 +42,9 @@ def test_an_edit_of_the_checkout_during_a_local_run_reaches_no_worker(
         run = subprocess.Popen(command, cwd=repo, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 600  # a condition polled, however fast the machine
-        while not list(out.glob(f"pipeline/**/{held_marker('', 3)}")):
+        # under nodes/: not pipeline/snapshots/, where the snapshot's folder is renamed into
+        # place (a glob there met its temporary folder gone: FileNotFoundError, 2026-11-28)
+        while not list(out.glob(f"pipeline/nodes/**/{held_marker('', 3)}")):
             assert run.poll() is None, (tmp_path / "run.log").read_text()
             assert time.monotonic() < deadline, "pretraining never reached step 3"
             time.sleep(0.2)
