@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ssmax.config.compose import CONF_DIR
-from ssmax.config.compose import compose as make_cfg
+from ssmax.config.remembered import composed as make_cfg  # compose, remembered per process
 
 if TYPE_CHECKING:  # mlflow is imported where it is used: every worker imports this module
     from mlflow import MlflowClient

@@ -144,3 +144,48 @@ def test_unknown_root_key_fails_in_one_line() -> None:
     assert "\n" not in message and "output_dir is not a config key" in message
     assert message.endswith("nearest: paths.output_dir")
     check_override_keys(["seed=3", "executor=slurm", "executor/slurm/profile=gpu8"], "pipeline")
+
+
+def test_a_config_composed_again_is_a_copy_of_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ssmax.config.remembered: the same overrides compose once per process; each caller gets
+    its own copy, equal to what compose gives; an error is raised every time."""
+    import ssmax.config.compose as compose_module
+    import ssmax.config.remembered as remembered
+
+    calls = []
+
+    def counted(*overrides: str, config_name: str = "config") -> object:
+        calls.append(overrides)
+        return compose_module.compose(*overrides, config_name=config_name)
+
+    monkeypatch.setattr(remembered, "compose", counted)
+    remembered._remembered.cache_clear()
+    first = remembered.composed("preset=smoke", "variant=b_ssmax", "seed=7")
+    first.seed = 8  # the caller's copy
+    again = remembered.composed("preset=smoke", "variant=b_ssmax", "seed=7")
+    assert len(calls) == 1 and again.seed == 7
+    fresh = compose_module.compose("preset=smoke", "variant=b_ssmax", "seed=7")
+    assert OmegaConf.to_yaml(again) == OmegaConf.to_yaml(fresh)
+    assert OmegaConf.is_struct(again) == OmegaConf.is_struct(fresh)
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="max_steps"):
+            remembered.composed("preset=smoke", "trainer.pretrain.max_steps=many")
+    assert len(calls) == 1 + 2
+
+
+def test_an_edited_conf_file_is_composed_again(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import ssmax.config.compose as compose_module
+    import ssmax.config.remembered as remembered
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    for module in (compose_module, remembered):  # both read conf/ from the copy
+        monkeypatch.setattr(module, "CONF_DIR", conf)
+    before = remembered.composed("preset=smoke").trainer.pretrain.max_steps
+    smoke = conf / "preset" / "smoke.yaml"
+    text = smoke.read_text()
+    assert f"max_steps: {before}" in text  # the value this test edits
+    smoke.write_text(text.replace(f"max_steps: {before}", f"max_steps: {before + 1}", 1))
+    assert remembered.composed("preset=smoke").trainer.pretrain.max_steps == before + 1

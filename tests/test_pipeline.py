@@ -84,7 +84,7 @@ def test_a_plan_composes_each_config_once(
     each variant's once; the reference config that names a misspelled key's neighbours
     (check_override_keys) only once composing failed (test_errors: its one line)."""
     import ssmax.config.compose as compose_module
-    import ssmax.pipeline.run as run_module
+    import ssmax.config.remembered as remembered
 
     composed = []
 
@@ -94,7 +94,7 @@ def test_a_plan_composes_each_config_once(
 
     compose = compose_module.compose
     monkeypatch.setattr(compose_module, "compose", counted)  # check_override_keys's
-    monkeypatch.setattr(run_module, "compose", counted)
+    monkeypatch.setattr(remembered, "compose", counted)  # plan's (new overrides: not remembered)
     settings = ["preset=smoke", "pipeline.variants=[a_softmax,b_ssmax]",
                 "trainer.pretrain.lr=0.001", f"paths.output_dir={tmp_path}"]  # fmt: skip
     assert main(["plan", *settings]) == 0

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import ConfigError, absolute_paths, compose
+from ssmax.config.compose import ConfigError, absolute_paths
+from ssmax.config.remembered import composed
 from ssmax.files.atomic import remove_temporaries
 from ssmax.host.cpu_isa import check_pinned, on_cpu, pin_environment
 from ssmax.host.ranks import global_rank
@@ -103,7 +104,7 @@ def compose_pipeline(overrides: list[str]) -> DictConfig:
     """The pipeline config, its declaration's variants and seeds filled in, validated
     (ConfigError: one line; a key the config lacks named with its nearest neighbours)."""
     with keys_named_first(overrides, "pipeline"):
-        base = compose(*overrides, config_name="pipeline")
+        base = composed(*overrides, config_name="pipeline")
         declared(base)
         validate(base)
     return base
@@ -114,8 +115,8 @@ def compose_node(overrides: list[str], base: DictConfig, variant: str, seed: int
     variant and seed, with that variant's own overrides (pipeline.overrides.<variant>)."""
     extra = list(base.pipeline.overrides.get(variant) or [])
     with keys_named_first(extra, "pipeline", prefix=f"pipeline.overrides.{variant}: "):
-        cfg = compose(*overrides, f"variant={variant}", f"seed={seed}", *extra,
-                      config_name="pipeline")  # fmt: skip
+        cfg = composed(*overrides, f"variant={variant}", f"seed={seed}", *extra,
+                       config_name="pipeline")  # fmt: skip
         validate(cfg)
     return cfg
 
