@@ -17,7 +17,9 @@ the model code only when asked (importing it costs a stage nothing).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from torch.overrides import TorchFunctionMode
 
 from ssmax.config.compose import model_config, variant_config
 from ssmax.model import count_parameters
@@ -45,7 +47,8 @@ class StageCost:
 
 def per_token(cfg: DictConfig, context: int, training: bool) -> tuple[float, int]:
     """(FLOPs per token, N) of the node's model at a context of ``context`` tokens."""
-    n = count_parameters(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
+    with _SkipInit():
+        n = count_parameters(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
     m = cfg.model
     attention = 4 * m.n_layers * m.dim * context
     return (6 * n + 3 * attention if training else 2 * n + attention), n
@@ -71,3 +74,15 @@ def forward(cfg: DictConfig, passes: list[tuple[int, int]], rate: str) -> StageC
         tokens += count * context
         flops += count * context * per_token(cfg, context, training=False)[0]
     return StageCost(tokens, flops, 0.0, rate)
+
+
+class _SkipInit(TorchFunctionMode):
+    """torch.nn.init's functions do nothing: the model is built on the meta device only to count
+    its parameters, and initialising meta weights (nn.Linear's, nn.Embedding's) imports
+    torch._dynamo, ~1.2 s of CPU in a process that never compiles (`plan`, the pipeline's
+    parent process)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
