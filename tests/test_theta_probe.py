@@ -5,6 +5,7 @@ node's is one line and status 2."""
 from __future__ import annotations
 
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,9 @@ def test_probe_rows_of_an_sft_node(smoke_pipeline: list[str], tmp_path: Path) ->
     assert done.stdout.count("NIAH full") == 2
 
 
-def test_a_folder_that_is_not_a_node(tmp_path: Path) -> None:
-    done = probe(str(tmp_path))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "has no config.yaml and model.pt" in done.stderr
+def test_a_folder_that_is_not_a_node(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # the script's main in this process (the test above runs it as a command): one line, 2
+    main = runpy.run_path(str(SCRIPT))["main"]
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no config.yaml and model.pt" in err
