@@ -167,13 +167,15 @@ def test_the_evals_and_the_pipeline_start_without_lightning() -> None:
     assert {m for m in loaded if m.split(".")[0] == "lightning"} == set()
 
 
-def test_a_plan_costs_its_nodes_without_the_compiler(tmp_path: Path) -> None:
+def test_a_plan_imports_no_compiler_nor_the_report_s_plotting(tmp_path: Path) -> None:
     """`plan` (and the pipeline's own process) counts each model's parameters on the meta
     device without initialising them (ssmax.stages.costing): initialising meta weights imports
-    torch._dynamo, ~1.2 s of CPU in a process that never compiles."""
+    torch._dynamo, ~1.2 s of CPU in a process that never compiles; the report stage's module
+    imports its figures and statistics (matplotlib, scipy: ~1.5 s) only to run."""
     args = ["plan", "preset=smoke", f"paths.output_dir={tmp_path}"]
     plan = ("import contextlib, io; from ssmax.pipeline.__main__ import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"  # its table: not the module list
             f"    assert main({args!r}) == 0")  # fmt: skip
     loaded = modules_after(plan)
-    assert "ssmax.stages.costing" in loaded and "torch._dynamo" not in loaded
+    assert {"ssmax.stages.costing", "ssmax.stages.report"} <= loaded
+    assert {"torch._dynamo", "matplotlib", "scipy"} & loaded == set()

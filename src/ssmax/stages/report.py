@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec, stage_spec
 from ssmax.tracking import offline
@@ -33,6 +32,11 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
+    # lazy: `plan` imports every stage module (SPEC, cost), and the figures and statistics
+    # (matplotlib, scipy) cost ~1.5 s of CPU to import; the local executor's workers still
+    # get them preloaded (stage_code follows this import)
+    from ssmax.report.build import build_report, settings_from_cfg
+
     if offline(ctx.cfg) and ctx.cfg.tracking.enabled:  # its curves read the nodes' runs
         merge_nodes(ctx.cfg.paths.output_dir)
     inputs = reported(ctx.inputs, ctx.input_modules)
