@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import zlib
 from pathlib import Path
@@ -18,15 +17,9 @@ from ssmax.model.rotary import apply_rope, rope_angles
 from tests.conftest import VARIANTS, make_cfg
 
 
-@functools.cache
-def _composed(name: str) -> VariantConfig:
-    return variant_config(make_cfg(f"variant={name}"))
-
-
 def variant(name: str) -> VariantConfig:
-    """(name)'s variant settings, a copy of its composed config's: composing costs ~0.3 s of
-    CPU, and the tests here ask for a variant about a hundred times."""
-    return dataclasses.replace(_composed(name))
+    """(name)'s variant settings (make_cfg composes each variant once per worker)."""
+    return variant_config(make_cfg(f"variant={name}"))
 
 
 def rope_reference(x: torch.Tensor, theta: float, offset: int = 0) -> torch.Tensor:
