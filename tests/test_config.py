@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
-from ssmax.config import variants
+import ssmax.config.compose as compose_module
+from ssmax.config import remembered, variants
 from ssmax.config.compose import CONF_DIR, ConfigError, check_cli_choices, check_override_keys
 from ssmax.preflight.settings import validate
 from tests.conftest import PRESETS, VARIANTS, make_cfg
@@ -149,9 +152,6 @@ def test_unknown_root_key_fails_in_one_line() -> None:
 def test_a_config_composed_again_is_a_copy_of_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """ssmax.config.remembered: the same overrides compose once per process; each caller gets
     its own copy, equal to what compose gives; an error is raised every time."""
-    import ssmax.config.compose as compose_module
-    import ssmax.config.remembered as remembered
-
     calls = []
 
     def counted(*overrides: str, config_name: str = "config") -> object:
@@ -173,12 +173,9 @@ def test_a_config_composed_again_is_a_copy_of_the_first(monkeypatch: pytest.Monk
     assert len(calls) == 1 + 2
 
 
-def test_an_edited_conf_file_is_composed_again(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shutil
-
-    import ssmax.config.compose as compose_module
-    import ssmax.config.remembered as remembered
-
+def test_an_edited_conf_file_is_composed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)
     for module in (compose_module, remembered):  # both read conf/ from the copy
