@@ -89,7 +89,8 @@ def run_file(results: Path, seeds: list[int], about: str) -> dict:
         "preset": cfg.preset.name,
         "seeds": seeds,
         "train_len": int(cfg.data.seq_len),
-        "design": OmegaConf.to_container(cfg.preset.design),
+        "design": (OmegaConf.to_container(cfg.preset.design)
+                   if cfg.preset.get("design") is not None else None),  # smoke has none
         "commit": record.get("git_commit", "?")[:7],
         "date": date.today().isoformat(),
         "cpu": record.get("cpu", "?"),

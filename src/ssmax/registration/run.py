@@ -1,0 +1,181 @@
+"""Run a registered run's seeds one at a time, at the registered commit, and record each.
+
+    python -m ssmax.registration.run cpu [--workdir DIR] [--max-seeds K] [--registration F]
+
+For each seed of the run (registration.spec) without a record in docs/results/<name>/<run>/:
+the paper pipeline for that seed alone, in a checkout of the registered commit (DIR/code, a
+clone of this repository made once, its .venv by its own `make setup`; or --python, an
+interpreter whose packages run it, the checkout's src/ first on its path), into DIR/outputs (the
+cache: a seed stopped midway resumes where it stopped); then the seed's record, written
+atomically: its values (the report node's results.json), every node's fingerprint, commit, CPU
+and wall time. A seed that fails twice gets a failure record instead, and the next spare takes
+its place (the registration's conduct). Seeds run in the registered order; the run ends when
+every seed has a record, or after --max-seeds seeds. Nothing here computes a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from ssmax.files.atomic import atomic_write_json
+from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
+from ssmax.report.published_file import run_file
+
+WORKDIR = Path.home() / "ssmax-confirm"  # outside the checkout: a new work tree keeps it
+ATTEMPTS = 2  # a technical failure is run again once (the registration's conduct)
+
+
+def record_path(reg: Registration, run: str, seed: int, failed: bool = False) -> Path:
+    return reg.records(run) / f"seed{seed}{'.failed' if failed else ''}.json"
+
+
+def planned(reg: Registration, run: str) -> list[int]:
+    """The run's seeds in order, each seed with a failure record replaced by the next spare
+    (a spare that failed too by the one after it)."""
+    spares, out = list(reg.spares), []
+    for seed in reg.seeds_of(run):
+        while record_path(reg, run, seed, failed=True).is_file():
+            if not spares:
+                raise SystemExit(f"seed {seed} failed and no spare seed is left")
+            seed = spares.pop(0)
+        out.append(seed)
+    return out
+
+
+def to_run(reg: Registration, run: str) -> list[int]:
+    """The planned seeds without a record yet, in order."""
+    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()]
+
+
+def checkout(reg: Registration, workdir: Path, python: str | None) -> Path:
+    """DIR/code at the registered commit (with its own .venv unless python is given); refuses
+    a checkout at any other commit or with changes."""
+    code = workdir / "code"
+    if not code.exists():
+        workdir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(code)], check=True)
+        subprocess.run(["git", "-C", str(code), "checkout", "-q", "--detach", reg.code_commit],
+                       check=True)  # fmt: skip
+    head = subprocess.run(["git", "-C", str(code), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    changed = subprocess.run(["git", "-C", str(code), "status", "--porcelain", "-uno"],
+                             check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    if head != reg.code_commit or changed:
+        raise SystemExit(f"{code} is at {head}{' with changes' if changed else ''}, not the "
+                         f"registered {reg.code_commit}")  # fmt: skip
+    if python is None:
+        subprocess.run(["make", "-C", str(code), "setup"], check=True)
+    return code
+
+
+def command(reg: Registration, seed: int, outputs: Path, python: str) -> list[str]:
+    return [python, "-m", "ssmax.pipeline", "run", f"preset={reg.preset}",
+            f"pipeline.file={reg.pipeline}", f"pipeline.seeds=[{seed}]",
+            f"pipeline.variants=[{','.join(reg.variants)}]", "executor=local",
+            f"paths.output_dir={outputs}"]  # fmt: skip
+
+
+def report_results(outputs: Path, seed: int) -> Path:
+    """results.json of the newest finished report node over exactly this seed."""
+    found = []
+    for done in (outputs / "pipeline" / "nodes" / "report").glob("*/done.json"):
+        cfg = OmegaConf.load(done.parent / "config.yaml")
+        if list(cfg.pipeline.seeds) == [seed]:
+            found.append(done)
+    if not found:
+        raise SystemExit(f"no finished report node for seed {seed} under {outputs}")
+    return max(found, key=lambda p: p.stat().st_mtime).parent / "report" / "results.json"
+
+
+def nodes_of(outputs: Path, seed: int) -> dict[str, dict]:
+    """node -> what its done record says of how it ran (the newest record of each node)."""
+    out: dict[str, tuple[float, dict]] = {}
+    for done in (outputs / "pipeline" / "nodes").glob(f"*/*/seed{seed}/*/done.json"):
+        rec = json.loads(done.read_text())
+        keep = {k: rec.get(k) for k in ("fingerprint", "git_commit", "cpu", "gpus",
+                                        "packages_sha", "wall_s")}  # fmt: skip
+        if rec["node"] not in out or done.stat().st_mtime > out[rec["node"]][0]:
+            out[rec["node"]] = (done.stat().st_mtime, keep)
+    return {node: rec for node, (_, rec) in sorted(out.items())}
+
+
+def record(reg: Registration, run: str, seed: int, outputs: Path, wall_s: float) -> dict:
+    about = (f"Seed {seed} of the registered run '{run}' of {reg.name} (docs/registration/), "
+             "recorded as it finished, before any verdict of the run was computed.")  # fmt: skip
+    content = run_file(report_results(outputs, seed), [seed], about)
+    return {**content, "registration": reg.name, "registered_run": run, "seed": seed,
+            "wall_s": round(wall_s, 1), "nodes": nodes_of(outputs, seed)}  # fmt: skip
+
+
+def run_seed(
+    reg: Registration, run: str, seed: int, code: Path, workdir: Path, python: str | None
+) -> bool:
+    """One seed, tried up to ATTEMPTS times; its record (or failure record) written."""
+    env = dict(os.environ)
+    if python is not None:  # the checkout's code, whatever the interpreter has installed
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(code / "src"),
+                                                          env.get("PYTHONPATH")]))  # fmt: skip
+    argv = command(reg, seed, workdir / "outputs", python or str(code / ".venv" / "bin" / "python"))
+    outputs, logs = workdir / "outputs", workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1, ATTEMPTS + 1):
+        log = logs / f"seed{seed}.attempt{attempt}.log"
+        start = time.monotonic()
+        with log.open("w") as out:
+            done = subprocess.run(argv, cwd=code, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT).returncode == 0  # fmt: skip
+        if done:
+            rec = record(reg, run, seed, outputs, time.monotonic() - start)
+            atomic_write_json(record_path(reg, run, seed), rec, indent=1)
+            return True
+        print(f"seed {seed}: attempt {attempt} failed (log: {log})", flush=True)
+    tail = log.read_text().splitlines()[-20:]
+    atomic_write_json(record_path(reg, run, seed, failed=True),
+                      {"registration": reg.name, "registered_run": run, "seed": seed,
+                       "attempts": ATTEMPTS, "log_tail": tail}, indent=1)  # fmt: skip
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ssmax.registration.run",
+                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser.add_argument("run", help="the registered run to make: cpu (gpu: issue 59's path)")
+    parser.add_argument("--registration", type=Path, default=REGISTRATION)  # fmt: skip
+    parser.add_argument("--workdir", type=Path, default=WORKDIR,
+                        help="the commit's checkout and cache (%(default)s)")  # fmt: skip
+    parser.add_argument("--python", help="an interpreter to run the checkout with (default: "
+                        "the checkout's own .venv, made by its make setup)")  # fmt: skip
+    parser.add_argument("--max-seeds", type=int, default=0, help="stop after this many (0: all)")
+    args = parser.parse_args(argv)
+    reg = load(args.registration)
+    if args.run not in reg.runs:
+        raise SystemExit(f"no run {args.run!r} in {reg.name} (registered: {', '.join(reg.runs)})")
+    if args.run != "cpu":
+        raise SystemExit(f"run {args.run!r} is made by its own path (issue 59), not this one")
+    if args.max_seeds < 0:
+        raise SystemExit(f"--max-seeds must be >= 0 (got {args.max_seeds})")
+    code, made = checkout(reg, args.workdir, args.python), 0
+    while (todo := to_run(reg, args.run)) and not (args.max_seeds and made >= args.max_seeds):
+        seed = todo[0]
+        print(f"seed {seed}: running ({len(todo)} of {len(planned(reg, args.run))} to go)",
+              flush=True)  # fmt: skip
+        ok = run_seed(reg, args.run, seed, code, args.workdir, args.python)
+        print(f"seed {seed}: {'recorded' if ok else 'failed twice; a spare takes its place'}",
+              flush=True)  # fmt: skip
+        made += 1
+    left = to_run(reg, args.run)
+    print(f"{reg.name} {args.run}: {len(planned(reg, args.run)) - len(left)} seeds recorded, "
+          f"{len(left)} to go")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""A registration as data: docs/registration/<name>.json, the machine-readable twin of the page
+beside it. What a confirmatory run must match (seeds, variants, preset, the commit its nodes
+ran) and the rule that judges it, fixed before any of its seeds ran."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
+REGISTRATION = ROOT / "docs" / "registration" / "confirmatory-2026-11-29.json"
+
+
+@dataclass(frozen=True)
+class Registration:
+    name: str  # the file's stem; its seed records lie in docs/results/<name>/<run>/
+    code_commit: str  # every node of every seed ran this commit's code
+    preset: str
+    pipeline: str  # pipelines/<pipeline>.yaml
+    variants: tuple[str, ...]
+    seeds: tuple[int, ...]  # the registered seeds, in the order they run
+    spares: tuple[int, ...]  # taken in order for a seed that fails twice for a technical cause
+    primary: tuple[str, ...]  # the primary family's ordering labels (report.claims)
+    runs: dict[str, dict]  # run name (cpu, gpu) -> its machine, seeds and how it is run
+    data: dict  # the whole file
+    path: Path = REGISTRATION
+
+    def records(self, run: str) -> Path:
+        """The folder of one run's seed records: docs/results/<name>/<run>/ beside the
+        registration's docs/registration/."""
+        return self.path.parent.parent / "results" / self.name / run
+
+    def seeds_of(self, run: str) -> tuple[int, ...]:
+        return tuple(self.runs[run].get("seeds", self.seeds))
+
+
+def load(path: Path = REGISTRATION) -> Registration:
+    """The registration at path; a one-line SystemExit naming what is missing or malformed."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(f"no registration at {path}") from None
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{path} is not JSON ({e.msg}, line {e.lineno})") from None
+    try:
+        return Registration(
+            name=path.stem, code_commit=str(data["code_commit"]), preset=str(data["preset"]),
+            pipeline=str(data["pipeline"]), variants=tuple(data["variants"]),
+            seeds=tuple(int(s) for s in data["seeds"]),
+            spares=tuple(int(s) for s in data.get("spares", ())),
+            primary=tuple(data["rule"]["families"]["primary"]["orderings"]),
+            runs=dict(data["runs"]), data=data, path=path,
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"{path} is not a registration: {type(e).__name__} {e}") from None
