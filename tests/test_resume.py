@@ -132,8 +132,8 @@ def test_training_stopped_by_sigterm_exits_143_and_resumes(
 def test_sigterm_to_the_local_runner_stops_its_workers(tmp_path: Path, shared_cache: Path) -> None:
     """SIGTERM to `ssmax.pipeline run` (executor=local) alone, not its process group: its
     workers are forks of the forkserver, not its children, and trained on after it ended; now
-    it ends them on its way out, with status 143, and closes their runs (KILLED) there, not
-    at the next start."""
+    it ends them on its way out, with status 143, and closes their runs and its own (KILLED)
+    there, not at the next start."""
     out, log = tmp_path / "out", tmp_path / "pipeline.log"
     with open(log, "w") as handle:
         proc = subprocess.Popen(pipeline(out, shared_cache, HOLD, "executor=local"),
@@ -157,6 +157,9 @@ def test_sigterm_to_the_local_runner_stops_its_workers(tmp_path: Path, shared_ca
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
     node = [r for r in runs if r.data.tags.get("node") == "pretrain/a_softmax/seed0"]
     assert [r.info.status for r in node] == ["KILLED"]
+    # and its own run: stopped, not failed (it ended FAILED until 2026-11-29)
+    assert [r.info.status for r in runs if r.data.tags.get("kind") == "pipeline"] == ["KILLED"]
+    assert not [r for r in runs if r.info.status == "RUNNING"]
 
 
 def _state(pid: int) -> str:

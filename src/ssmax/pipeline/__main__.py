@@ -20,7 +20,7 @@ from ssmax.config.compose import ConfigError, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
 from ssmax.pipeline.cost import format_costs, plan_costs
-from ssmax.pipeline.executors import close_dead_runs, run_pipeline
+from ssmax.pipeline.executors import Stopped, close_dead_runs, run_pipeline
 from ssmax.pipeline.run import NodeJob, abort_open_runs, compose_pipeline, plan
 from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
 from ssmax.pipeline.slurm import book_path, print_status
@@ -86,8 +86,9 @@ def run(overrides: list[str], wait: bool = False) -> int:
             if remote:  # what training nodes kept while the server was away, if it is back
                 deliver_pending(cfg.paths.output_dir)
             return status
-        except BaseException as err:  # the MLflow run ends FAILED (KILLED on Ctrl-C), not RUNNING
-            abort_open_runs("KILLED" if isinstance(err, KeyboardInterrupt) else "FAILED")
+        except BaseException as err:  # the run ends FAILED, KILLED when stopped; never RUNNING
+            stopped = isinstance(err, KeyboardInterrupt | Stopped)  # Ctrl-C, SIGTERM, SIGHUP
+            abort_open_runs("KILLED" if stopped else "FAILED")
             raise
         finally:
             abort_open_runs("FINISHED")  # none left open after a normal end: close() ran

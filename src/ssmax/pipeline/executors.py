@@ -217,14 +217,18 @@ def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
     _SERVED["code"] = code
 
 
+class Stopped(SystemExit):
+    """SIGTERM or SIGHUP, as Ctrl-C is KeyboardInterrupt: the runs it ends are KILLED."""
+
+
 def _stops_as_exit() -> dict[int, Any]:
-    """SIGTERM and SIGHUP raise SystemExit(128 + signal) here, as Ctrl-C raises
+    """SIGTERM and SIGHUP raise Stopped(128 + signal) here, as Ctrl-C raises
     KeyboardInterrupt: their default ends the process at once, without its finally blocks, and
     the workers (forked by the forkserver, not by this process) would train on. The handlers
     that were in place, to put back."""
 
     def stop(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise Stopped(128 + signum)
 
     if threading.current_thread() is not threading.main_thread():
         return {}
