@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config.compose import compose
 from ssmax.pipeline import fingerprint as fp
 from ssmax.pipeline.stage_code import PACKAGE, _imported, no_result
+from ssmax.report.published_file import PUBLISHED, ROOT
 from ssmax.stages.spec import stage_spec
 
 # modules whose code shapes what a node writes (the model, the data, the evals, the stages, the
@@ -134,3 +135,22 @@ def test_a_module_imported_by_name_and_relative_imports_are_followed(tmp_path: P
                      "from ..model import attention\n")  # fmt: skip
     imported = _imported(probe, "ssmax.evals.probe")
     assert {"ssmax.evals.niah", "ssmax.evals.haystack", "ssmax.model.attention"} <= imported
+
+
+def test_a_declared_file_changes_only_its_stages_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report reads the published run (StageSpec.files): a new published file makes the
+    report again (issue 57); no other stage's key holds the file."""
+    cfg = compose("preset=smoke")
+    (declared,) = stage_spec("report").files
+    monkeypatch.setattr(fp, "REPO", tmp_path)
+    absent = key("report", cfg), key("pretrain", cfg)
+    (tmp_path / declared).parent.mkdir(parents=True)
+    (tmp_path / declared).write_text('{"results": {}}')
+    first = key("report", cfg), key("pretrain", cfg)
+    (tmp_path / declared).write_text('{"results": {"a_softmax": {}}}')
+    second = key("report", cfg), key("pretrain", cfg)
+    assert len({absent[0], first[0], second[0]}) == 3
+    assert absent[1] == first[1] == second[1]
+    assert declared == str(PUBLISHED.relative_to(ROOT))  # the file report.against reads

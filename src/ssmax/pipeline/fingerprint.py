@@ -2,7 +2,8 @@
 
 It covers the config keys the stage declares it reads (its SPEC; not logging or progress
 settings), the fingerprints of its inputs, the source code of the modules the stage runs
-(derived from its imports: ssmax.pipeline.stage_code), and the data manifest (ssmax.data.identity).
+(derived from its imports: ssmax.pipeline.stage_code), the data manifest (ssmax.data.identity)
+and the content of the repository files the stage declares (SPEC.files).
 Same fingerprint, same result: the node is skipped.
 """
 
@@ -19,6 +20,7 @@ from ssmax.data.shards import manifest_sha
 from ssmax.pipeline.stage_code import PACKAGE, stage_code
 from ssmax.stages.spec import StageSpec
 
+REPO = PACKAGE.parents[1]  # the checkout the pipeline plans from (its files: StageSpec.files)
 FACTS = "facts"  # a variant's facts: a stage that acts on one declares it (variant.facts.<key>)
 
 
@@ -51,6 +53,12 @@ def code_hash(paths: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
+def file_hash(rel: str) -> str | None:
+    """sha256 of a file of the repository (relative to its root); None where it is absent."""
+    path = REPO / rel
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def training_data(cfg: DictConfig) -> dict[str, object]:
     """What pretraining reads beyond its config: the prepared shards' manifest, or for a stream
     packed per (rank, DataLoader worker) the number of those shards (it shapes the rows)."""
@@ -79,4 +87,6 @@ def fingerprint(
     }
     if spec.trains and "data:lm" in keys:  # pretraining: the shards it reads
         payload |= training_data(cfg)
+    if spec.files:  # only then: no other node's fingerprint moves
+        payload["files"] = {rel: file_hash(rel) for rel in spec.files}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()

@@ -2,10 +2,11 @@
 
 A job that waits in the queue imports the package when it starts, from the checkout as it is
 then: an edit made meanwhile would run under the fingerprint of the code that was planned. With
-a snapshot every job imports the code as it was when it was submitted: src/ and conf/ are copied
-to <output_dir>/pipeline/snapshots/<hash of their content>/ (one copy per distinct code, shared
-by the submissions that have it), data/ is linked (fingerprints hash the data by content), and
-each job's PYTHONPATH starts with the copy's src/, ahead of the editable install.
+a snapshot every job imports the code as it was when it was submitted: src/ and conf/, and the
+published results that the report reads (docs/results/: a stage's declared files, StageSpec),
+are copied to <output_dir>/pipeline/snapshots/<hash of their content>/ (one copy per distinct
+content, shared by the submissions that have it), data/ is linked (fingerprints hash the data by
+content), and each job's PYTHONPATH starts with the copy's src/, ahead of the editable install.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ssmax.files.atomic import atomic_dir
 from ssmax.tracking.manifest import COMMIT_ENV, git_commit
 
 REPO = Path(__file__).resolve().parents[3]
-COPIED = ("src", "conf")
+COPIED = ("src", "conf", "docs/results")  # the code, and the files stages declare (StageSpec)
 SKIP = ("__pycache__", "*.pyc", "*.egg-info")
 
 
@@ -47,7 +48,8 @@ def snapshot(output_dir: str | Path, root: Path = REPO) -> Path:
         return dest
     with atomic_dir(dest) as tmp:  # whole or not at all: a half copy is never used
         for name in COPIED:
-            shutil.copytree(root / name, tmp / name, ignore=shutil.ignore_patterns(*SKIP))
+            if (root / name).is_dir():  # a checkout without published results: none to copy
+                shutil.copytree(root / name, tmp / name, ignore=shutil.ignore_patterns(*SKIP))
         (tmp / "data").symlink_to(root / "data", target_is_directory=True)
     return dest
 

@@ -26,13 +26,16 @@ class StageSpec:
     of no compute at any scale; the local executor runs it in its own process (a worker process
     costs seconds to start). reported_as: the name the report reads this stage's outputs under
     (report.gather.Results: pretrain, eval_loss, eval_niah, export); None: the report does not
-    read them."""
+    read them. files: files of the repository the stage reads (relative to its root, under a
+    folder ssmax.pipeline.snapshot copies), hashed by content into the fingerprint: a new
+    published file makes the report again."""
 
     reads: tuple[str, ...]
     trains: bool = False
     uses: tuple[str, ...] = ()
     inline: bool = False
     reported_as: str | None = None
+    files: tuple[str, ...] = ()
 
 
 def stage_spec(module: str) -> StageSpec:
