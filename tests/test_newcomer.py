@@ -107,5 +107,6 @@ def test_the_report_is_an_artifact_of_the_pipeline_run(newcomer: dict) -> None:
     client = MlflowClient(f"sqlite:///{newcomer['clone'] / 'outputs' / 'mlflow.db'}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     (run,) = client.search_runs(experiments, "tags.kind = 'pipeline'")
-    files = {a.path for a in client.list_artifacts(run.info.run_id, "report")}
-    assert {"report/report.md", "report/report.html", "report/results.json"} <= files
+    files = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"report.md", "report.html", "results.json", "claims.json", "against_published.json",
+            *(f"fig{k}.png" for k in FIGURES)} <= files  # fmt: skip
