@@ -37,7 +37,7 @@ NODE ?= sft/b_ssmax/seed0
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reproduce-all plan status report results-page confirm sync export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \
+.PHONY: help setup reproduce-all plan status report results-page confirm confirm-page sync export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm
 
 help: ## Show this help
@@ -66,6 +66,9 @@ report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (no
 
 confirm: setup ## The registered confirmatory run (docs/registration/): its seeds one at a time at the registered commit, each recorded as it ends; resumable (ARGS=--max-seeds=K)
 	$(PY) -m ssmax.registration.run cpu $(ARGS)
+
+confirm-page: setup ## docs/confirmatory.md from the registered run's seed records (verdicts only once every seed is in)
+	$(PY) -m ssmax.registration.judge
 
 results-page: setup ## docs/results.md's per-seed and verdict tables and the README's, from docs/results/verdict_seeds3-10.json
 	$(PY) -m ssmax.report.published

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ssmax.registration import power
+from ssmax.registration import judge, power
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import planned, record_path
 from ssmax.registration.spec import REGISTRATION, ROOT, load
@@ -111,3 +111,105 @@ def test_a_checkout_at_another_commit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="not the registered 0000"):
         run_main(["cpu", "--registration", str(path), "--workdir", str(tmp_path / "work"),
                   "--python", "python"])  # fmt: skip
+
+
+COLUMNS = (*TINY_COLUMNS, "p_n log fit R²")
+
+
+def hand_made(tmp_path: Path, seeds: list[int], commit: str = "c" * 40) -> Path:
+    """A registration over `seeds` (code_commit c...c) and a record for each: (b) above (a)
+    in NIAH by 0.3 in every seed, everything else equal up to seed noise."""
+    data = json.loads(REGISTRATION.read_text())
+    data |= {"code_commit": "c" * 40, "seeds": seeds, "spares": [], "runs": {"cpu": {}}}
+    path = tmp_path / "registration" / "hand.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    reg = load(path)
+    for seed in seeds:
+        noise = (seed * 37 % 11) / 100
+        lead = {"b_ssmax": 0.3}  # in NIAH only
+        results = {v: {c: {str(seed): 1.0 + noise + (lead.get(v, 0.0) if "niah" in c else 0.0)}
+                       for c in TINY_COLUMNS}
+                   for v in reg.variants if v != "pn_rationale"}  # fmt: skip
+        results["pn_rationale"] = {"p_n log fit R²": {str(seed): 0.5 + noise}}
+        rec = {"run": {"preset": "tiny", "seeds": [seed], "train_len": 128, "cpu": "hand"},
+               "seed": seed, "wall_s": 60.0, "results": results,
+               "nodes": {f"pretrain/a_softmax/seed{seed}": {"git_commit": commit}}}  # fmt: skip
+        record_path(reg, "cpu", seed).parent.mkdir(parents=True, exist_ok=True)
+        record_path(reg, "cpu", seed).write_text(json.dumps(rec))
+    return path
+
+
+def committed_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(judge, "first_committed", lambda path: Path(path).read_text())
+
+
+def test_an_unfinished_run_computes_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = hand_made(tmp_path, [1, 2, 3, 4])
+    record_path(load(path), "cpu", 4).unlink()
+    committed_as_is(monkeypatch)
+    text = judge.page(load(path))
+    assert "3 of 4 planned seeds recorded (1, 2, 3)" in text
+    assert "Interim: no verdict" in text and "Verdicts" not in text and " p t " not in text
+    assert "| (b) | niah past 1x | 1.340 | 1.380 | 1.310 |" in text  # every seed's values
+
+
+def test_a_finished_run_that_matches_its_registration_is_confirmatory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    committed_as_is(monkeypatch)
+    text = judge.page(load(hand_made(tmp_path, list(range(1, 13)))))
+    assert "**Verdicts (confirmatory):" in text
+    assert "differs from the registration" not in text
+    (niah,) = [r for r in text.splitlines() if r.startswith("| Sec. 3.3, Fig. 6: (b) retrieves")]
+    assert "| **holds** |" in niah  # the 0.3 lead in every seed; its loss equal: no lead
+    (loss,) = [r for r in text.splitlines() if r.startswith("| Sec. 3.1, Fig. 4:")]
+    assert "| **holds** |" not in loss
+
+
+@pytest.mark.parametrize("how", ["commit", "edited", "extra seed"])
+def test_a_run_that_does_not_match_is_exploratory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    path = hand_made(tmp_path, list(range(1, 13)), commit="d" * 40 if how == "commit" else "c" * 40)
+    reg = load(path)
+    if how == "extra seed":  # a record of a seed the registration does not name
+        extra = json.loads(record_path(reg, "cpu", 1).read_text()) | {"seed": 99}
+        record_path(reg, "cpu", 99).write_text(json.dumps(extra).replace('"1"', '"99"'))
+    committed_as_is(monkeypatch)
+    if how == "edited":
+        monkeypatch.setattr(judge, "first_committed", lambda path: "{}")
+    text = judge.page(reg)
+    assert "**Verdicts (exploratory (it does not match its registration)):" in text
+    said = {"commit": "nodes ran ['ddd", "edited": "differs from the version first committed",
+            "extra seed": "seeds not registered: [99]"}[how]  # fmt: skip
+    assert said in text
+
+
+def test_a_seed_whose_skill_did_not_form_stays_in_and_is_shown_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = hand_made(tmp_path, list(range(1, 13)))
+    reg = load(path)
+    rec = json.loads(record_path(reg, "cpu", 5).read_text())
+    rec["results"]["d_ssmax_bias"]["niah @1x"]["5"] = 0.35  # 7 of 20 at the training length
+    record_path(reg, "cpu", 5).write_text(json.dumps(rec))
+    committed_as_is(monkeypatch)
+    run = judge.gather(reg, "cpu")
+    assert judge.invalid_seeds(run) == [5]
+    assert len(judge.judged(run)[0].checks[0].differences) == 12  # seed 5 stays in the verdict
+    text = judge.page(reg)
+    assert "Without the seeds where a variant did not form the skill ([5])" in text
+    (row,) = [r for r in text.splitlines() if r.startswith("| (d) | yes")]
+    assert row.count("**no**") == 1
+
+
+def test_the_confirmatory_page_is_up_to_date() -> None:
+    assert judge.main(["--check"]) == 0, "python -m ssmax.registration.judge"
+
+
+def test_the_registration_states_the_validity_criterion_the_judge_applies() -> None:
+    said = load().data["validity"]["criterion"]
+    assert "NIAH accuracy at 1x" in said and f">= {judge.SKILL_AT_LEAST}" in said
