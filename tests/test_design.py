@@ -33,6 +33,8 @@ def test_met_when_every_variant_retrieves_at_1x_and_the_grid_reaches_failure() -
     assert [r[:3] for r in rows] == [
         ["(a) NIAH at 1x >= 0.9", "0.917 (3 of 3 seeds)", "yes"],
         ["(b) NIAH at 1x >= 0.9", "1.000 (3 of 3 seeds)", "yes"],
+        ["(a) NIAH at 1x >= 0.5 in each seed (the skill formed)", "3 of 3 seeds", "yes"],
+        ["(b) NIAH at 1x >= 0.5 in each seed (the skill formed)", "3 of 3 seeds", "yes"],
         ["the best variant's NIAH at the largest context (20x) < 0.5", "(b) 0.450", "yes"],
     ]
 
@@ -43,8 +45,10 @@ def test_not_met_by_one_variant_or_by_a_grid_too_short() -> None:
         "b_ssmax": {0: {"1": 1.0, "4": 0.6}, 1: {"1": 1.0, "4": 0.6}, 2: {"1": 1.0, "4": 0.6}},
     })  # fmt: skip
     rows = design_rows(res, DESIGN, VARIANTS)
-    assert [r[2] for r in rows] == ["no", "yes", "no"]  # (a) 0.733 < 0.9; (b) still 0.6 at 4x
-    assert rows[0][1] == "0.733 (3 of 3 seeds)" and rows[2][1] == "(b) 0.600"
+    # (a) 0.733 < 0.9, its seed 0 below 0.5; (b) still 0.6 at 4x
+    assert [r[2] for r in rows] == ["no", "yes", "no", "yes", "no"]
+    assert rows[0][1] == "0.733 (3 of 3 seeds)" and rows[4][1] == "(b) 0.600"
+    assert rows[2][1] == "2 of 3 seeds" and rows[2][3] == "not in seed 0 (0.20)"
 
 
 def test_only_the_design_seeds_count() -> None:
@@ -53,12 +57,15 @@ def test_only_the_design_seeds_count() -> None:
     rows = design_rows(results({"a_softmax": seeds}), DESIGN, VARIANTS)
     assert rows == [  # the last column: every seed of the run, information only
         ["(a) NIAH at 1x >= 0.9", "1.000 (1 of 3 seeds)", "yes", "0.333 (3 of 3 seeds): no"],
+        ["(a) NIAH at 1x >= 0.5 in each seed (the skill formed)", "1 of 1 seeds", "yes",
+         "not in seed 3 (0.00), 4 (0.00)"],
         ["the best variant's NIAH at the largest context (8x) < 0.5", "(a) 0.000", "yes",
          "(a) 0.667: no"],
     ]  # fmt: skip
     none = design_rows(results({"a_softmax": {5: {"1": 1.0}}}), DESIGN, VARIANTS)
     assert none == [  # a verdict run: nothing from the design seeds, its own seeds shown
         ["(a) NIAH at 1x >= 0.9", "-", "-", "1.000 (1 of 1 seeds): yes"],
+        ["(a) NIAH at 1x >= 0.5 in each seed (the skill formed)", "-", "-", "every seed (1)"],
         ["the best variant's NIAH at the largest context (1x) < 0.5", "-", "-", "(a) 1.000: no"],
     ]
 

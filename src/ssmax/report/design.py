@@ -41,6 +41,8 @@ def design_rows(results: Results, design: Design, variants: Sequence[str]) -> li
         label = f"({facts(variant).letter}) NIAH at 1x >= {design.niah_at_1x:g}"
         got, met = _floor(values, seeds, design.niah_at_1x)
         out.append([label, got, met, _joined(*_floor(values, sorted(values), design.niah_at_1x))])
+    for variant in evaluated:  # per seed (issue 58): did the skill form at all in each?
+        out.append(seed_row(at_1x[variant], seeds, variant, design.falls_below))
     multiples = niah_multiples(results, evaluated)
     if multiples:
         top = f"{multiples[-1]:g}"
@@ -49,6 +51,28 @@ def design_rows(results: Results, design: Design, variants: Sequence[str]) -> li
         got, met = _best_below(values, seeds, design.falls_below)
         out.append([label, got, met, _joined(*_best_below(values, None, design.falls_below))])
     return out
+
+
+def seed_row(
+    values: dict[int, float], seeds: Sequence[int], variant: str, floor: float
+) -> list[str]:
+    """Whether a variant formed the skill at the training length in each seed: NIAH at 1x at
+    least the bound at which the preset calls retrieval lost (design.falls_below). A seed that
+    fails it stays in every verdict; the report says where."""
+    label = f"({facts(variant).letter}) NIAH at 1x >= {floor:g} in each seed (the skill formed)"
+    design = [s for s in seeds if s in values]
+    failed = [s for s in design if values[s] < floor]
+    got = f"{len(design) - len(failed)} of {len(design)} seeds" if design else "-"
+    met = "-" if not design else "no" if failed else "yes"
+    missed = [f"{s} ({values[s]:.2f})" for s in sorted(values) if values[s] < floor]
+    run = f"not in seed {', '.join(missed)}" if missed else f"every seed ({len(values)})"
+    return [label, got, met, run]
+
+
+def failed_seeds(results: Results, variants: Sequence[str], floor: float) -> list[int]:
+    """The run's seeds in which some variant did not form the skill (seed_row)."""
+    at_1x = [values_of(results, "niah@1", v) for v in variants]
+    return sorted({s for values in at_1x for s, x in values.items() if x < floor})
 
 
 def niah_multiples(results: Results, variants: Sequence[str]) -> list[float]:
