@@ -64,6 +64,13 @@ CASES = [
     ("seeds-empty", ["pipeline.seeds=[]"], "pipeline.seeds=[] must have at least 1 item"),
     ("variants-empty", ["pipeline.variants=[]"], "pipeline.variants=[] must have at least 1 item"),
     ("variants-unknown", ["pipeline.variants=[zzz]"], "pipeline.variants: unknown ['zzz']"),
+    # a list item given twice (issue 57): one line naming the key and the item
+    ("variants-twice", ["pipeline.variants=[a_softmax,a_softmax]"], "pipeline.variants=['a_softmax', 'a_softmax'] has 'a_softmax' twice; allowed: each item once"),
+    ("seeds-twice", ["pipeline.seeds=[0,1,0]"], "pipeline.seeds=[0, 1, 0] has 0 twice; allowed: each item once"),
+    ("targets-twice", ["pipeline.targets=[pretrain,pretrain]"], "pipeline.targets=['pretrain', 'pretrain'] has 'pretrain' twice"),
+    ("niah-multiples-twice", ["eval.niah.context_multiples=[2,4,2.0]"], "eval.niah.context_multiples=[2, 4, 2.0] has 2.0 twice; allowed: each item once"),
+    ("loss-multiples-twice", ["eval.loss.report_multiples=[1,2,2]"], "eval.loss.report_multiples=[1, 2, 2] has 2 twice"),
+    ("depths-twice", ["eval.niah.depths=[0.5,0.5]"], "eval.niah.depths=[0.5, 0.5] has 0.5 twice"),
     ("variant-unknown", ["variant=zzz"], "variant='zzz' is unknown"),
     ("preset-unknown", ["preset=zzz"], "preset='zzz' is unknown; allowed: gpu1, paper, smoke, tiny"),
     ("objective-unknown", ["objective=bogus"], "objective='bogus'; allowed"),
