@@ -44,6 +44,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                        '"answers": {"text": [], "answer_start": []}}\nnope\n')  # fmt: skip
     (d / "flat_squad.json").write_text(json.dumps({"data": [{"title": "t"}]}))
     (d / "a_file").write_text("")
+    (d / "shards").mkdir()  # a prepared folder whose splits hold a few tokens each
+    few = {s: {"files": [{"name": f"{s}-0.bin", "tokens": 100}]} for s in ("train", "validation")}
+    (d / "shards" / "manifest.json").write_text(json.dumps(
+        {"format": "ssmax-token-shards-1", "tokenizer": "?", "splits": few}))  # fmt: skip
     return d
 
 
@@ -102,6 +106,13 @@ CASES = [
     ("squad-not-nested", [SQUAD, "data.squad_files=[{d}/flat_squad.json]"], "data.squad_files: {d}/flat_squad.json is JSON but not SQuAD 2.0's nested format"),
     ("squad-missing", [SQUAD, "data.squad_files=[/nonexistent/s.json]"], "data.squad_files: no such file /nonexistent/s.json"),
     ("shards-missing", ["data.shards_dir=/nonexistent/shards"], "data.shards_dir=/nonexistent/shards holds no manifest.json"),
+    # data that leaves nothing to train or validate on (issue 57): the setting and the data's size
+    ("seq-len-no-validation", ["data.seq_len=200000"], "data.seq_len=200000 leaves no validation sequence: the embedded corpus's validation split has at most 122,088 tokens (a token a UTF-8 byte, and a document end each), fewer than the seq_len+1 = 200,001 one sequence takes"),
+    ("seq-len-no-batch", ["data.seq_len=1000000"], "data.seq_len=1000000 leaves no training batch: the embedded corpus's training split has at most 3,823,033 tokens (a token a UTF-8 byte, and a document end each), 3 sequence(s) of seq_len+1 = 1,000,001 tokens, fewer than trainer.pretrain.batch_size=4 on 1 device"),
+    ("seq-len-no-sequence", ["data.seq_len=4000000"], "data.seq_len=4000000 leaves no training sequence: the embedded corpus's training split has at most 3,823,033 tokens"),
+    ("val-fraction-no-document", ["data.val_fraction=0.0001"], "data.val_fraction=0.0001 leaves no validation sequence: the embedded corpus's validation split holds no document"),
+    ("shards-too-few-tokens", ["data.shards_dir={d}/shards"], "data.seq_len=64 leaves no training batch: data.shards_dir={d}/shards's training split has 100 tokens, 1 sequence(s) of seq_len+1 = 65 tokens, fewer than trainer.pretrain.batch_size=4 on 1 device"),
+    ("sft-no-examples", ["data.sft_num_examples=1"], "data.sft_num_examples=1 leaves no SFT validation example: none of the generated examples is both answerable (the SQuAD filter; data.sft_unanswerable_fraction=0.1) and in the validation split (data.sft_val_fraction=0.05)"),
     ("output-dir-is-a-file", ["paths.output_dir={d}/a_file/out"], "paths.output_dir={d}/a_file/out: {d}/a_file is a file, not a folder"),
     ("output-dir-unwritable", ["paths.output_dir=/proc/ssmax-out"], "paths.output_dir=/proc/ssmax-out cannot be written"),
     ("option-unknown", ["--wiat"], "option '--wiat' is unknown; allowed: --wait, --help"),
@@ -244,3 +255,45 @@ def test_gpu_asked_for_without_one_is_one_line_before_any_work(
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(says), lines
     assert not out.exists()
+
+
+def test_data_found_empty_once_built_is_one_line(
+    tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """data.seq_len past the validation split's tokens (54,572 at smoke's BPE) but within the
+    bound known before any work (122,088: its bytes): ssmax.train says so in one line before it
+    makes its run folder (what it wrote is the tokenizer's cache, which the fixed re-run reads);
+    the pipeline's training node fails in one line instead of training and validating on
+    nothing."""
+    seq = "data.seq_len=100000"
+    says = ("data.seq_len=100000 leaves no validation sequence: the embedded corpus's validation "
+            "split has 54,572 tokens, fewer than the seq_len+1 = 100,001 one sequence takes")  # fmt: skip
+    out, cache = tmp_path / "out", f"paths.cache_dir={shared_cache}"
+    done = entry("ssmax.train", "preset=smoke", f"paths.output_dir={out}", cache, seq)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]  # and tokenizing's bars
+    assert done.returncode == 2 and lines[-1].startswith(f"error: {says}"), done.stderr[-2000:]
+    assert lines[-1].endswith("; lower data.seq_len or raise data.val_fraction")
+    assert "Traceback" not in done.stderr and sum(li.startswith("error:") for li in lines) == 1
+    assert not (out / "runs").exists() and not (out / "mlflow.db").exists()
+
+    pipe = tmp_path / "pipe"
+    args = ["preset=smoke", f"paths.output_dir={pipe}", cache, seq, "pipeline.variants=[a_softmax]",
+            "pipeline.targets=[pretrain]", "tracking.enabled=false"]  # fmt: skip
+    capsys.readouterr()
+    assert pipeline_main(["run", *args]) == 1
+    said = capsys.readouterr().out
+    assert f"FAILED  pretrain/a_softmax/seed0: {says}" in said and "Traceback" not in said, said
+    assert not list(pipe.rglob("done.json"))  # and its folder went: nothing to resume from
+
+
+def test_generated_sft_counts_match_the_set(shared_cache: Path) -> None:
+    """The preflight's count of answerable generated examples per split (no corpus read) is
+    what the SQuAD filter leaves of the generated set."""
+    from ssmax.config.compose import compose
+    from ssmax.data.squad import load_squad
+    from ssmax.data.squad_gen import answerable_per_split
+
+    cfg = compose("preset=smoke", f"paths.cache_dir={shared_cache}", "data.sft_num_examples=200")
+    counts = answerable_per_split(cfg.data)
+    assert counts == {s: len(load_squad(cfg.data, s)) for s in ("train", "validation")}
+    assert counts["validation"] > 0

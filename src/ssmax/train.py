@@ -111,7 +111,7 @@ def main() -> None:
         with keys_named_first(overrides, "config"):  # a misspelled key: its nearest neighbours
             cfg = check_compose(overrides)
         check_launcher(sys.argv[1:])
-        check_inputs(cfg, sft=cfg.objective == "sft")
+        check_inputs(cfg, sft=cfg.objective == "sft", pretrain=cfg.objective == "pretrain")
         if "hydra/launcher=ssmax_slurm" not in sys.argv[1:]:  # else it trains on a SLURM node
             uses_cuda(str(cfg.trainer.accelerator))
         check_tracking(cfg)  # a tracking server that does not answer: one line, in seconds
