@@ -112,6 +112,10 @@ CASES = [
     ("seq-len-no-sequence", ["data.seq_len=4000000"], "data.seq_len=4000000 leaves no training sequence: the embedded corpus's training split has at most 3,823,033 tokens"),
     ("val-fraction-no-document", ["data.val_fraction=0.0001"], "data.val_fraction=0.0001 leaves no validation sequence: the embedded corpus's validation split holds no document"),
     ("shards-too-few-tokens", ["data.shards_dir={d}/shards"], "data.seq_len=64 leaves no training batch: data.shards_dir={d}/shards's training split has 100 tokens, 1 sequence(s) of seq_len+1 = 65 tokens, fewer than trainer.pretrain.batch_size=4 on 1 device"),
+    # an eval context no memory here holds (issue 57): the setting, what it needs, what there is
+    ("niah-context-no-memory", ["eval.niah.context_multiples=[2,100000000]"], "eval.niah.context_multiples[1]=100000000 asks for a context of 6,400,000,000 tokens (x data.seq_len=64), which needs at least 1.5 TiB for the keys and values of every layer (128 values of 2 bytes a token), more than the largest memory the plan sees ("),
+    ("loss-context-no-memory", ["eval.loss.max_multiple=1000000000"], "eval.loss.max_multiple=1000000000 asks for a context of 64,000,000,000 tokens (x data.seq_len=64), which needs at least 7.5 TiB for the keys and values of one layer"),
+    ("needle-context-no-memory", ["eval.needle_scores.context_multiple=1e10"], "eval.needle_scores.context_multiple=10000000000.0 asks for a context of 640,000,000,000 tokens"),
     ("sft-no-examples", ["data.sft_num_examples=1"], "data.sft_num_examples=1 leaves no SFT validation example: none of the generated examples is both answerable (the SQuAD filter; data.sft_unanswerable_fraction=0.1) and in the validation split (data.sft_val_fraction=0.05)"),
     ("output-dir-is-a-file", ["paths.output_dir={d}/a_file/out"], "paths.output_dir={d}/a_file/out: {d}/a_file is a file, not a folder"),
     ("output-dir-unwritable", ["paths.output_dir=/proc/ssmax-out"], "paths.output_dir=/proc/ssmax-out cannot be written"),
@@ -297,3 +301,23 @@ def test_generated_sft_counts_match_the_set(shared_cache: Path) -> None:
     counts = answerable_per_split(cfg.data)
     assert counts == {s: len(load_squad(cfg.data, s)) for s in ("train", "validation")}
     assert counts["validation"] > 0
+
+
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "paper", "gpu1"])
+def test_presets_pass_the_size_checks_on_a_small_machine(
+    preset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No preset's eval context needs more than 8 GiB by plan's memory bound, nor leaves its
+    data nothing to train or validate on (`python -m ssmax.pipeline plan preset=...` plans all
+    four: docs/training.md)."""
+    from ssmax.config.compose import compose
+    from ssmax.preflight import memory
+    from ssmax.preflight.data_sizes import check_data_sizes
+
+    monkeypatch.setattr(memory, "machine_memory", lambda cfg: (8.0 * 2**30, "8 GiB"))
+    cfg = compose(f"preset={preset}", config_name="pipeline")
+    memory.check_eval_memory(cfg)
+    check_data_sizes(cfg)
+    with pytest.raises(ConfigError, match="more than the largest memory the plan sees"):
+        memory.check_eval_memory(compose(f"preset={preset}", "eval.niah.context_multiples=[1e9]",
+                                         config_name="pipeline"))  # fmt: skip
