@@ -321,3 +321,32 @@ def test_presets_pass_the_size_checks_on_a_small_machine(
     with pytest.raises(ConfigError, match="more than the largest memory the plan sees"):
         memory.check_eval_memory(compose(f"preset={preset}", "eval.niah.context_multiples=[1e9]",
                                          config_name="pipeline"))  # fmt: skip
+
+
+def test_training_an_inference_only_law_says_what_it_trains() -> None:
+    """(g) and (m) apply their law at inference only; trained from scratch, a run says in one
+    line that it trains softmax weights, which holds: their law is 1 at every training position."""
+    from ssmax.config.compose import compose
+    from ssmax.config.variants import facts, names
+    from ssmax.model.laws import LAWS
+    from ssmax.train import inference_only_line
+
+    seen = []
+    for name in names():
+        cfg = compose("preset=smoke", f"variant={name}")
+        line = inference_only_line(cfg)
+        if not (facts(name).start and facts(name).inherit):
+            assert line is None, name
+            continue
+        seen.append(name)
+        v, n = cfg.variant, int(cfg.data.seq_len)
+        law = LAWS[v.scale](torch.arange(1, n + 1, dtype=torch.float), train_len=n,
+                            mscale_power=v.mscale_power)  # fmt: skip
+        assert torch.equal(law, torch.ones(n)), name
+        assert line == (
+            f"variant={name} is inference-only: its law (variant.scale={v.scale}) is 1 at every "
+            f"position up to data.seq_len={n}, so this run trains softmax weights, as a_softmax "
+            "does; the law applies only at evaluation, past data.seq_len (the pipeline evaluates "
+            f"a_softmax's own weights under it: conf/variant/{name}.yaml)"
+        )
+    assert seen == ["g_qwen_logn_inference", "m_yarn_temp_inference"]
