@@ -44,6 +44,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                        '"answers": {"text": [], "answer_start": []}}\nnope\n')  # fmt: skip
     (d / "flat_squad.json").write_text(json.dumps({"data": [{"title": "t"}]}))
     (d / "a_file").write_text("")
+    (d / "shards").mkdir()  # a prepared folder whose splits hold a few tokens each
+    few = {s: {"files": [{"name": f"{s}-0.bin", "tokens": 100}]} for s in ("train", "validation")}
+    (d / "shards" / "manifest.json").write_text(json.dumps(
+        {"format": "ssmax-token-shards-1", "tokenizer": "?", "splits": few}))  # fmt: skip
     return d
 
 
@@ -64,6 +68,13 @@ CASES = [
     ("seeds-empty", ["pipeline.seeds=[]"], "pipeline.seeds=[] must have at least 1 item"),
     ("variants-empty", ["pipeline.variants=[]"], "pipeline.variants=[] must have at least 1 item"),
     ("variants-unknown", ["pipeline.variants=[zzz]"], "pipeline.variants: unknown ['zzz']"),
+    # a list item given twice (issue 57): one line naming the key and the item
+    ("variants-twice", ["pipeline.variants=[a_softmax,a_softmax]"], "pipeline.variants=['a_softmax', 'a_softmax'] has 'a_softmax' twice; allowed: each item once"),
+    ("seeds-twice", ["pipeline.seeds=[0,1,0]"], "pipeline.seeds=[0, 1, 0] has 0 twice; allowed: each item once"),
+    ("targets-twice", ["pipeline.targets=[pretrain,pretrain]"], "pipeline.targets=['pretrain', 'pretrain'] has 'pretrain' twice"),
+    ("niah-multiples-twice", ["eval.niah.context_multiples=[2,4,2.0]"], "eval.niah.context_multiples=[2, 4, 2.0] has 2.0 twice; allowed: each item once"),
+    ("loss-multiples-twice", ["eval.loss.report_multiples=[1,2,2]"], "eval.loss.report_multiples=[1, 2, 2] has 2 twice"),
+    ("depths-twice", ["eval.niah.depths=[0.5,0.5]"], "eval.niah.depths=[0.5, 0.5] has 0.5 twice"),
     ("variant-unknown", ["variant=zzz"], "variant='zzz' is unknown"),
     ("preset-unknown", ["preset=zzz"], "preset='zzz' is unknown; allowed: gpu1, paper, smoke, tiny"),
     ("objective-unknown", ["objective=bogus"], "objective='bogus'; allowed"),
@@ -95,6 +106,17 @@ CASES = [
     ("squad-not-nested", [SQUAD, "data.squad_files=[{d}/flat_squad.json]"], "data.squad_files: {d}/flat_squad.json is JSON but not SQuAD 2.0's nested format"),
     ("squad-missing", [SQUAD, "data.squad_files=[/nonexistent/s.json]"], "data.squad_files: no such file /nonexistent/s.json"),
     ("shards-missing", ["data.shards_dir=/nonexistent/shards"], "data.shards_dir=/nonexistent/shards holds no manifest.json"),
+    # data that leaves nothing to train or validate on (issue 57): the setting and the data's size
+    ("seq-len-no-validation", ["data.seq_len=200000"], "data.seq_len=200000 leaves no validation sequence: the embedded corpus's validation split has at most 122,088 tokens (a token a UTF-8 byte, and a document end each), fewer than the seq_len+1 = 200,001 one sequence takes"),
+    ("seq-len-no-batch", ["data.seq_len=1000000"], "data.seq_len=1000000 leaves no training batch: the embedded corpus's training split has at most 3,823,033 tokens (a token a UTF-8 byte, and a document end each), 3 sequence(s) of seq_len+1 = 1,000,001 tokens, fewer than trainer.pretrain.batch_size=4 on 1 device"),
+    ("seq-len-no-sequence", ["data.seq_len=4000000"], "data.seq_len=4000000 leaves no training sequence: the embedded corpus's training split has at most 3,823,033 tokens"),
+    ("val-fraction-no-document", ["data.val_fraction=0.0001"], "data.val_fraction=0.0001 leaves no validation sequence: the embedded corpus's validation split holds no document"),
+    ("shards-too-few-tokens", ["data.shards_dir={d}/shards"], "data.seq_len=64 leaves no training batch: data.shards_dir={d}/shards's training split has 100 tokens, 1 sequence(s) of seq_len+1 = 65 tokens, fewer than trainer.pretrain.batch_size=4 on 1 device"),
+    # an eval context no memory here holds (issue 57): the setting, what it needs, what there is
+    ("niah-context-no-memory", ["eval.niah.context_multiples=[2,100000000]"], "eval.niah.context_multiples[1]=100000000 asks for a context of 6,400,000,000 tokens (x data.seq_len=64), which needs at least 1.5 TiB for the keys and values of every layer (128 values of 2 bytes a token), more than the largest memory the plan sees ("),
+    ("loss-context-no-memory", ["eval.loss.max_multiple=1000000000"], "eval.loss.max_multiple=1000000000 asks for a context of 64,000,000,000 tokens (x data.seq_len=64), which needs at least 7.5 TiB for the keys and values of one layer"),
+    ("needle-context-no-memory", ["eval.needle_scores.context_multiple=1e10"], "eval.needle_scores.context_multiple=10000000000.0 asks for a context of 640,000,000,000 tokens"),
+    ("sft-no-examples", ["data.sft_num_examples=1"], "data.sft_num_examples=1 leaves no SFT validation example: none of the generated examples is both answerable (the SQuAD filter; data.sft_unanswerable_fraction=0.1) and in the validation split (data.sft_val_fraction=0.05)"),
     ("output-dir-is-a-file", ["paths.output_dir={d}/a_file/out"], "paths.output_dir={d}/a_file/out: {d}/a_file is a file, not a folder"),
     ("output-dir-unwritable", ["paths.output_dir=/proc/ssmax-out"], "paths.output_dir=/proc/ssmax-out cannot be written"),
     ("option-unknown", ["--wiat"], "option '--wiat' is unknown; allowed: --wait, --help"),
@@ -237,3 +259,94 @@ def test_gpu_asked_for_without_one_is_one_line_before_any_work(
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(says), lines
     assert not out.exists()
+
+
+def test_data_found_empty_once_built_is_one_line(
+    tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """data.seq_len past the validation split's tokens (54,572 at smoke's BPE) but within the
+    bound known before any work (122,088: its bytes): ssmax.train says so in one line before it
+    makes its run folder (what it wrote is the tokenizer's cache, which the fixed re-run reads);
+    the pipeline's training node fails in one line instead of training and validating on
+    nothing."""
+    seq = "data.seq_len=100000"
+    says = ("data.seq_len=100000 leaves no validation sequence: the embedded corpus's validation "
+            "split has 54,572 tokens, fewer than the seq_len+1 = 100,001 one sequence takes")  # fmt: skip
+    out, cache = tmp_path / "out", f"paths.cache_dir={shared_cache}"
+    done = entry("ssmax.train", "preset=smoke", f"paths.output_dir={out}", cache, seq)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]  # and tokenizing's bars
+    assert done.returncode == 2 and lines[-1].startswith(f"error: {says}"), done.stderr[-2000:]
+    assert lines[-1].endswith("; lower data.seq_len or raise data.val_fraction")
+    assert "Traceback" not in done.stderr and sum(li.startswith("error:") for li in lines) == 1
+    assert not (out / "runs").exists() and not (out / "mlflow.db").exists()
+
+    pipe = tmp_path / "pipe"
+    args = ["preset=smoke", f"paths.output_dir={pipe}", cache, seq, "pipeline.variants=[a_softmax]",
+            "pipeline.targets=[pretrain]", "tracking.enabled=false"]  # fmt: skip
+    capsys.readouterr()
+    assert pipeline_main(["run", *args]) == 1
+    said = capsys.readouterr().out
+    assert f"FAILED  pretrain/a_softmax/seed0: {says}" in said and "Traceback" not in said, said
+    assert not list(pipe.rglob("done.json"))  # and its folder went: nothing to resume from
+
+
+def test_generated_sft_counts_match_the_set(shared_cache: Path) -> None:
+    """The preflight's count of answerable generated examples per split (no corpus read) is
+    what the SQuAD filter leaves of the generated set."""
+    from ssmax.config.compose import compose
+    from ssmax.data.squad import load_squad
+    from ssmax.data.squad_gen import answerable_per_split
+
+    cfg = compose("preset=smoke", f"paths.cache_dir={shared_cache}", "data.sft_num_examples=200")
+    counts = answerable_per_split(cfg.data)
+    assert counts == {s: len(load_squad(cfg.data, s)) for s in ("train", "validation")}
+    assert counts["validation"] > 0
+
+
+@pytest.mark.parametrize("preset", ["smoke", "tiny", "paper", "gpu1"])
+def test_presets_pass_the_size_checks_on_a_small_machine(
+    preset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No preset's eval context needs more than 8 GiB by plan's memory bound, nor leaves its
+    data nothing to train or validate on (`python -m ssmax.pipeline plan preset=...` plans all
+    four: docs/training.md)."""
+    from ssmax.config.compose import compose
+    from ssmax.preflight import memory
+    from ssmax.preflight.data_sizes import check_data_sizes
+
+    monkeypatch.setattr(memory, "machine_memory", lambda cfg: (8.0 * 2**30, "8 GiB"))
+    cfg = compose(f"preset={preset}", config_name="pipeline")
+    memory.check_eval_memory(cfg)
+    check_data_sizes(cfg)
+    with pytest.raises(ConfigError, match="more than the largest memory the plan sees"):
+        memory.check_eval_memory(compose(f"preset={preset}", "eval.niah.context_multiples=[1e9]",
+                                         config_name="pipeline"))  # fmt: skip
+
+
+def test_training_an_inference_only_law_says_what_it_trains() -> None:
+    """(g) and (m) apply their law at inference only; trained from scratch, a run says in one
+    line that it trains softmax weights, which holds: their law is 1 at every training position."""
+    from ssmax.config.compose import compose
+    from ssmax.config.variants import facts, names
+    from ssmax.model.laws import LAWS
+    from ssmax.train import inference_only_line
+
+    seen = []
+    for name in names():
+        cfg = compose("preset=smoke", f"variant={name}")
+        line = inference_only_line(cfg)
+        if not (facts(name).start and facts(name).inherit):
+            assert line is None, name
+            continue
+        seen.append(name)
+        v, n = cfg.variant, int(cfg.data.seq_len)
+        law = LAWS[v.scale](torch.arange(1, n + 1, dtype=torch.float), train_len=n,
+                            mscale_power=v.mscale_power)  # fmt: skip
+        assert torch.equal(law, torch.ones(n)), name
+        assert line == (
+            f"variant={name} is inference-only: its law (variant.scale={v.scale}) is 1 at every "
+            f"position up to data.seq_len={n}, so this run trains softmax weights, as a_softmax "
+            "does; the law applies only at evaluation, past data.seq_len (the pipeline evaluates "
+            f"a_softmax's own weights under it: conf/variant/{name}.yaml)"
+        )
+    assert seen == ["g_qwen_logn_inference", "m_yarn_temp_inference"]

@@ -78,6 +78,25 @@ def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
     return lm_datamodule
 
 
+def inference_only_line(cfg: DictConfig) -> str | None:
+    """What a run of an inference-only variant trains: one whose facts say it starts from
+    another variant's weights and takes that variant's chain stages as they are (facts.start,
+    facts.inherit: (g), (m)). Its law is 1 at every position up to data.seq_len (max(1, ...) of
+    n / N), all that training sees, so training under it trains the start variant's weights;
+    the pipeline never trains it. Not refused: the weights are what the variant evaluates.
+    None for any other variant."""
+    facts = cfg.variant.facts
+    if not facts.start or not facts.inherit:
+        return None
+    name, start = cfg.variant.name, facts.start["variant"]
+    return (
+        f"variant={name} is inference-only: its law (variant.scale={cfg.variant.scale}) is 1 at "
+        f"every position up to data.seq_len={cfg.data.seq_len}, so this run trains softmax "
+        f"weights, as {start} does; the law applies only at evaluation, past data.seq_len (the "
+        f"pipeline evaluates {start}'s own weights under it: conf/variant/{name}.yaml)"
+    )
+
+
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
     # lazy: both import Lightning, only to train
@@ -85,6 +104,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     from ssmax.lit.trainer import train
 
     _log_once()
+    note = inference_only_line(cfg)
+    if note:
+        logging.getLogger(__name__).warning(note)
     try:
         with _requeueable():
             result = train(cfg, datamodule_for=_datamodule_for(cfg))
@@ -111,7 +133,7 @@ def main() -> None:
         with keys_named_first(overrides, "config"):  # a misspelled key: its nearest neighbours
             cfg = check_compose(overrides)
         check_launcher(sys.argv[1:])
-        check_inputs(cfg, sft=cfg.objective == "sft")
+        check_inputs(cfg, sft=cfg.objective == "sft", pretrain=cfg.objective == "pretrain")
         if "hydra/launcher=ssmax_slurm" not in sys.argv[1:]:  # else it trains on a SLURM node
             uses_cuda(str(cfg.trainer.accelerator))
         check_tracking(cfg)  # a tracking server that does not answer: one line, in seconds

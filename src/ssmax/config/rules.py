@@ -84,7 +84,8 @@ def describe(key: str) -> str:
 
 def check_rules(cfg: DictConfig, cls: Any = PipelineConfig, prefix: str = "") -> None:
     """Raise RuleError on the first key the schema lacks (a `+key=` override adds keys past
-    Hydra's struct check) or value outside its field's gt/ge/choices."""
+    Hydra's struct check) or value outside its field's gt/ge/choices, or a list item given
+    twice where the field is unique."""
     names = [f.name for f in dataclasses.fields(cls)]
     for key in cfg:
         if key not in names:
@@ -139,6 +140,12 @@ def _check_length(key: str, value: list[Any], rules: dict[str, Any]) -> None:
         raise RuleError(f"{key}={value} must have {rules['length']} items")
     if "min_items" in rules and len(value) < rules["min_items"]:
         raise RuleError(f"{key}={value} must have at least {rules['min_items']} item(s)")
+    if rules.get("unique"):
+        seen: list[Any] = []
+        for item in value:
+            if item in seen:  # ==, not hash: 2 and 2.0 are one context multiple
+                raise RuleError(f"{key}={value} has {item!r} twice; allowed: each item once")
+            seen.append(item)
 
 
 def _omegaconf_error(err: BaseException | None) -> OmegaConfBaseException | None:

@@ -33,7 +33,7 @@ MAX_SEED = 2**32 - 1  # numpy's and Lightning's seeds: 0 .. 2^32 - 1
 def rule(default: Any = MISSING, **rules: Any) -> Any:
     """A field with checks run after compose (ssmax.config.rules.check_rules): gt/ge/lt/le (a
     bound), choices (allowed values), auto=True ("auto" or a value within the bounds); on a list
-    each item, and length / min_items its size."""
+    each item, length / min_items its size, and unique=True no item twice."""
     if isinstance(default, list | dict):
         return field(default_factory=lambda: default.copy(), metadata=rules)
     return field(default=default, metadata=rules)
@@ -49,7 +49,9 @@ class DesignConfig:
     """A reduced preset's design criteria, fixed before any comparison of variants and checked
     by the report (ssmax.report.design); never tuned towards a verdict."""
 
-    seeds: list[int] = rule([0, 1, 2], ge=0, min_items=1)  # seeds the preset was designed on
+    seeds: list[int] = rule(  # seeds the preset was designed on
+        [0, 1, 2], ge=0, min_items=1, unique=True
+    )
     niah_at_1x: float = rule(0.9, ge=0.0, le=1.0)  # every variant's mean NIAH at 1x, theta x50
     falls_below: float = rule(0.5, ge=0.0, le=1.0)  # the best's NIAH at the largest context
 
@@ -249,7 +251,7 @@ class LossEvalConfig:
     """Sec. 3.2, Fig. 5: per-position test loss, theta x rope_factor."""
 
     max_multiple: int | float = rule(20, gt=0)  # sequences of this x the training length
-    report_multiples: list[Any] = rule([1, 5, 10, 20], gt=0)  # multiples in the table and claims
+    report_multiples: list[Any] = rule([1, 5, 10, 20], gt=0, unique=True)  # table and claims
     sequences: int = rule(8, gt=0)  # test sequences (paper: 100,000)
     batch_size: int | str = rule("auto", gt=0, auto=True)  # sequences a pass; auto: GPU memory
 
@@ -258,13 +260,17 @@ class LossEvalConfig:
 class NiahEvalConfig:
     """Sec. 3.3, Fig. 6: needle in a haystack after SFT, theta x rope_factor."""
 
-    context_multiples: list[Any] = rule([1, 2, 4, 6, 8, 10], gt=0, min_items=1)  # haystack x N
-    depths: list[float] = rule([0.1, 0.3, 0.5, 0.7, 0.9], ge=0, le=1, min_items=1)  # needle depths
+    context_multiples: list[Any] = rule(  # haystack x N
+        [1, 2, 4, 6, 8, 10], gt=0, min_items=1, unique=True
+    )
+    depths: list[float] = rule(  # needle depths
+        [0.1, 0.3, 0.5, 0.7, 0.9], ge=0, le=1, min_items=1, unique=True
+    )
     samples: int = rule(4, gt=0)  # per (context, depth) cell (paper: 1000)
     max_new_tokens: int = rule(8, gt=0)  # greedy answer length
     # auto: a cell at once on a GPU (up to 64, within its free memory), one at a time on the CPU
     batch_size: int | str = rule("auto", gt=0, auto=True)  # prompts decoded together
-    base_theta_multiples: list[Any] = rule([1], gt=0)  # at the training theta ([]: off)
+    base_theta_multiples: list[Any] = rule([1], gt=0, unique=True)  # training theta ([]: off)
     # NIAH's own setting (trainer.compile does not reach it; the needle scores and the copy
     # probe run eager): symbolic shapes, one graph each for every length; on in the paper
     # preset and so gpu1 (faster on a GPU), off by default (on the CPU compiling takes longer
@@ -334,10 +340,12 @@ class ExecutorConfig:
 @dataclass
 class PipelineSettings:
     file: str = "paper"  # pipelines/<file>.yaml: stages, variants, edges (make PIPELINE=...)
-    variants: list[str] | None = rule(None, min_items=1)  # null: the declaration's
-    seeds: list[int] | None = rule(None, ge=0, le=MAX_SEED, min_items=1)  # null: the declaration's
+    variants: list[str] | None = rule(None, min_items=1, unique=True)  # null: the declaration's
+    seeds: list[int] | None = rule(  # null: the declaration's
+        None, ge=0, le=MAX_SEED, min_items=1, unique=True
+    )
     strict_reads: bool = False  # each stage sees only the config keys its SPEC declares
-    targets: list[str] | None = rule(None, min_items=1)  # stages to run, with what they need
+    targets: list[str] | None = rule(None, min_items=1, unique=True)  # stages to run, with inputs
     overrides: dict[str, list[str]] = rule({})  # one variant's overrides, {b_ssmax: [k=v]}
     switch_fraction: float = rule(0.875, gt=0, lt=1)  # Sec. 3 (f): 175k of 200k steps with softmax
     switch_warmup_fraction: float = rule(0.04, ge=0, le=1)  # Sec. 3 (f): 1,000 of the last 25,000

@@ -20,6 +20,7 @@ from ssmax.data.packing import PackedDataset, train_sampler
 from ssmax.data.shards import TokenShards
 from ssmax.data.stream import START, PackedStream, stream_shards
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
+from ssmax.preflight.data_sizes import check_rows
 
 
 class TokenizedDataModule(L.LightningDataModule):
@@ -111,7 +112,27 @@ class LMDataModule(TokenizedDataModule):
                 # validation plants too (its own seed): val loss is on the training language
                 plant = fact_transform(cfg, self.tokenizer, self.seed if split == "train" else -1)
                 self._sets[split] = PackedDataset(rows[:limit] if limit else rows, plant)
+            self._check_rows(split)
         return self._sets[split]
+
+    def _check_rows(self, split: str) -> None:
+        """A training split with a whole batch for every device, a validation split with a
+        sequence (ConfigError, one line: ssmax.preflight.data_sizes); a stream is not counted."""
+        ds, seq_len = self._sets[split], int(self.data_cfg.seq_len)
+        if split not in ("train", "validation") or isinstance(ds, PackedStream):
+            return
+        _, world = self.ranks()
+        need = self.batch_size * world if split == "train" else 1
+        if len(ds) >= need:
+            return
+        if isinstance(ds, TokenShards):
+            tokens, where = ds.starts[-1], f"data.shards_dir={self.data_cfg.shards_dir}"
+        else:
+            ids = tokenized_split(self.data_cfg, self.tokenizer, split)["ids"]
+            tokens, where = sum(len(doc) + 1 for doc in ids), "the embedded corpus"
+        devices = f"{world} devices" if world > 1 else "1 device"
+        per = f"trainer.pretrain.batch_size={self.batch_size} on {devices}"
+        check_rows(split, tokens, seq_len, need, where, per)
 
     def _loader(self, split: str, batch_size: int) -> DataLoader:
         ds = self.dataset(split)

@@ -15,6 +15,7 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
+from ssmax.config.compose import ConfigError
 from ssmax.config.schema import DataConfig
 from ssmax.data.squad import load_squad
 from ssmax.data.tokenizer import Tokenizer
@@ -132,11 +133,23 @@ def build_sft_dataset(data_cfg: DictConfig, tokenizer: Tokenizer, split: str) ->
     seq_len = int(data_cfg.seq_len)
     template = data_cfg.sft_prompt
     examples = load_squad(data_cfg, split)
+    if len(examples) == 0:  # one line naming the setting, not a run that trains on nothing
+        source = f"data.sft_source={data_cfg.sft_source}"
+        if data_cfg.sft_source == "generated":
+            source = f"data.sft_num_examples={data_cfg.sft_num_examples}"
+        raise ConfigError(
+            f"{source} leaves no SFT {split} example: none passes the SQuAD filter (an answer) "
+            f"in the {split} split (data.sft_val_fraction={data_cfg.sft_val_fraction})"
+        )
     encoded = [encode_example(tokenizer, ex, seq_len, template) for ex in examples]
     kept = [e for e in encoded if e is not None]
     if len(kept) < len(encoded):
         log.warning("SFT %s: dropped %d examples too long for seq_len=%d",
                     split, len(encoded) - len(kept), seq_len)  # fmt: skip
     if not kept:
-        raise ValueError(f"no SFT {split} example fits data.seq_len={seq_len}")
+        raise ConfigError(
+            f"data.seq_len={seq_len} fits no SFT {split} example: all {len(encoded)} need more "
+            "than seq_len+1 tokens, even with the context cut to the answer's words; raise "
+            "data.seq_len"
+        )
     return SFTDataset(kept, seq_len, tokenizer.eos_id)

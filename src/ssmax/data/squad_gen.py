@@ -15,7 +15,7 @@ import re
 
 from omegaconf import DictConfig
 
-from ssmax.data.corpus import load_embedded
+from ssmax.data.corpus import load_embedded, split_of
 from ssmax.data.fact_spec import drawn, fact_colon, spec_from_cfg
 from ssmax.data.squad_schema import squad_features
 
@@ -156,10 +156,32 @@ def generate_squad(data_cfg: DictConfig, seed: int | None = None):
     planted = planted_pools(data_cfg.get("facts")) if share > 0 else None
     rows = []
     for i in range(int(data_cfg.sft_num_examples)):
-        rng = random.Random(f"{seed}:{i}")  # per-row stream: row i is the same for any count
+        rng = row_stream(seed, i)
         answerable = rng.random() >= float(data_cfg.sft_unanswerable_fraction)
         doc = rng.randrange(len(docs))
         pools = planted if drawn(rng, share) else (TEMPLATES, NAMES)
         row = make_example(rng, docs[doc], lo, hi, answerable, *pools, colon=drawn(rng, colons))
-        rows.append({"id": f"gen{seed}-{i:06d}", "title": titles[doc], **row})
+        rows.append({"id": row_id(seed, i), "title": titles[doc], **row})
     return datasets.Dataset.from_list(rows, features=squad_features())
+
+
+def row_stream(seed: int, i: int) -> random.Random:
+    """Row i's own stream: row i is the same for any count; its first draw: answerable."""
+    return random.Random(f"{seed}:{i}")
+
+
+def row_id(seed: int, i: int) -> str:
+    """Row i's id (ssmax.data.squad splits the set by it)."""
+    return f"gen{seed}-{i:06d}"
+
+
+def answerable_per_split(data_cfg: DictConfig) -> dict[str, int]:
+    """split -> the generated rows that pass the SQuAD filter (answerable) in it, without
+    generating them: each row's first draw and its id (milliseconds for thousands)."""
+    seed, unanswerable = int(data_cfg.sft_seed), float(data_cfg.sft_unanswerable_fraction)
+    val = float(data_cfg.sft_val_fraction)
+    counts = {"train": 0, "validation": 0}
+    for i in range(int(data_cfg.sft_num_examples)):
+        if row_stream(seed, i).random() >= unanswerable:
+            counts[split_of(row_id(seed, i), val, 0.0)] += 1
+    return counts

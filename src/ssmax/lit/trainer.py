@@ -148,6 +148,9 @@ def train(
 
     if cfg.objective == "pretrain":
         total, warmup = stage.max_steps, stage.warmup_steps
+        if ranks == 1:  # data that packs into no batch: one line before the run folder is made
+            datamodule.prepare_data()  # (under DDP each rank's setup says it, inside fit)
+            datamodule.setup("fit" if total > 0 else "validate")
     else:  # SFT is set in epochs (App. C): count the optimizer steps of one epoch
         datamodule.setup("fit")
         per_epoch = math.ceil(len(datamodule.train_dataloader()) / (accumulate * ranks))

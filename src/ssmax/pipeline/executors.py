@@ -25,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from ssmax.config.compose import ConfigError
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
@@ -74,6 +75,9 @@ def run_inprocess(
             log(f"run     {job.name}")
             try:
                 record = execute_node(job)
+            except ConfigError as err:  # bad input found only once its data is built: one line
+                log(f"FAILED  {job.name}: {err}")
+                states[job.name] = "failed"
             except Exception:  # one node's failure must not lose the others' work
                 log(f"FAILED  {job.name}\n{traceback.format_exc(limit=-3)}")
                 states[job.name] = "failed"

@@ -36,6 +36,7 @@ from ssmax.pipeline.state import (
     write_pipeline_run,
 )
 from ssmax.preflight.input_files import check_inputs
+from ssmax.preflight.memory import check_eval_memory
 from ssmax.preflight.overrides import keys_named_first
 from ssmax.preflight.settings import validate
 from ssmax.stages.context import StageContext
@@ -157,6 +158,7 @@ def plan(overrides: list[str], base: DictConfig | None = None) -> tuple[DictConf
         pin_environment(base.trainer.cpu_isa)
     absolute_paths(base)
     check_inputs(base)
+    check_eval_memory(base)  # an eval context no memory here holds
     dag = build_dag(decl, list(base.pipeline.variants), list(base.pipeline.seeds))
     if base.pipeline.targets:
         dag = only_targets(dag, checked_targets(list(base.pipeline.targets), decl))
@@ -169,6 +171,8 @@ def plan(overrides: list[str], base: DictConfig | None = None) -> tuple[DictConf
             absolute_paths(cfg)
             if _reads(cfg) != _reads(base):  # a variant's overrides name other files
                 check_inputs(cfg)
+            if cfg.eval != base.eval or cfg.model != base.model:  # ... or other evals
+                check_eval_memory(cfg)
             configs[key] = cfg, OmegaConf.to_yaml(cfg, resolve=True)
         jobs[node.name] = _job(node, decl.stages[node.stage], *configs[key], jobs)
     return base, list(jobs.values())

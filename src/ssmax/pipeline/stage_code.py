@@ -25,7 +25,8 @@ NO_RESULT = ("tracking/__init__.py", "tracking/client.py", "tracking/datasets.py
              "tracking/server.py",
              "tracking/spool.py", "tracking/sync.py", "tracking/system_metrics.py",
              "tracking/system_metrics_callback.py", "tracking/ui.py", "pipeline",
-             "files", "preflight/input_files.py", "preflight/overrides.py", "host/ranks.py",
+             "files", "preflight/input_files.py", "preflight/overrides.py",
+             "preflight/data_sizes.py", "preflight/memory.py", "host/ranks.py",
              "config/schema.py", "config/rules.py", "config/remembered.py", "stages/spec.py",
              "stages/costing.py")  # fmt: skip
 

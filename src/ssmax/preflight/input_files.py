@@ -25,14 +25,17 @@ from omegaconf import DictConfig
 from ssmax.config.compose import ConfigError
 from ssmax.data.identity import listed_files
 from ssmax.data.squad import flatten_nested
+from ssmax.preflight.data_sizes import check_data_sizes
 from ssmax.preflight.weights import check_fits, read_weights
 
 SAMPLE_LINES = 1000  # lines of each local jsonl file checked before the run
 SQUAD_KEYS = ("id", "context", "question", "answers")  # a jsonl row (title is optional)
 
 
-def check_inputs(cfg: DictConfig, sft: bool = True) -> None:
-    """Every file cfg reads (SQuAD only when sft: the run fine-tunes), and the output folder."""
+def check_inputs(cfg: DictConfig, sft: bool = True, pretrain: bool = True) -> None:
+    """Every file cfg reads (SQuAD only when sft: the run fine-tunes), the output folder, and
+    that the data leaves something to train and validate on (ssmax.preflight.data_sizes;
+    pretraining's when pretrain, SFT's when sft)."""
     check_output_dir(cfg.paths.output_dir)
     if cfg.init_from:
         check_fits(cfg, read_weights(cfg.init_from, "init_from"), "init_from")
@@ -48,6 +51,7 @@ def check_inputs(cfg: DictConfig, sft: bool = True) -> None:
     if sft and data.sft_source == "squad_v2" and data.squad_files:
         for path in listed_files(data.squad_files):
             check_squad(path)
+    check_data_sizes(cfg, pretrain=pretrain, sft=sft)
 
 
 # ------------------------------------------------------------------------------ output folder
