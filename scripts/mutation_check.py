@@ -12,8 +12,8 @@ constants (NO_RESULT, SFT_KEYS) and made 1061 mutants of claims.py and stats.py 
 each on 2 cores, most of them in the claims' text. These bugs are the ones that would give a
 wrong verdict or a stale cache, several of them the survivors of a bounded mutmut run.
 
-The copy (src, tests, conf, pipelines, bench, data, pyproject.toml) lies in a temp folder; its
-src comes first on PYTHONPATH (ssmax is a namespace package: the first portion holding a module
+The copy (src, tests, conf, pipelines, bench, data, docs, pyproject.toml) lies in a temp folder;
+its src comes first on PYTHONPATH (ssmax is a namespace package: the first portion holding a module
 wins), and a plugin checks after every run that each ssmax and tests module was loaded from the
 copy. Exit 0: every bug killed, or survived with a reason written beside it (`why`); 1: a bug
 survived unexplained; 2: the check itself is broken (a bug's text is gone from the source, the
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("src", "tests", "conf", "pipelines", "bench", "data", "pyproject.toml")
+# docs: the published files (docs/results/) that the replicate target's tests read
+COPIED = ("src", "tests", "conf", "pipelines", "bench", "data", "docs", "pyproject.toml")
 
 
 @dataclass(frozen=True)
