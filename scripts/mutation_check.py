@@ -12,8 +12,8 @@ constants (NO_RESULT, SFT_KEYS) and made 1061 mutants of claims.py and stats.py 
 each on 2 cores, most of them in the claims' text. These bugs are the ones that would give a
 wrong verdict or a stale cache, several of them the survivors of a bounded mutmut run.
 
-The copy (src, tests, conf, pipelines, bench, data, pyproject.toml) lies in a temp folder; its
-src comes first on PYTHONPATH (ssmax is a namespace package: the first portion holding a module
+The copy (src, tests, conf, pipelines, bench, data, docs, pyproject.toml) lies in a temp folder;
+its src comes first on PYTHONPATH (ssmax is a namespace package: the first portion holding a module
 wins), and a plugin checks after every run that each ssmax and tests module was loaded from the
 copy. Exit 0: every bug killed, or survived with a reason written beside it (`why`); 1: a bug
 survived unexplained; 2: the check itself is broken (a bug's text is gone from the source, the
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-COPIED = ("src", "tests", "conf", "pipelines", "bench", "data", "pyproject.toml")
+# docs: the published files (docs/results/) that the replicate target's tests read
+COPIED = ("src", "tests", "conf", "pipelines", "bench", "data", "docs", "pyproject.toml")
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,27 @@ CLAIMS = (
         "if self.lo > threshold:", "if self.lo > -threshold:"),
     Bug("no-seeds-inconclusive-not-na", "report/stats.py",
         'return "inconclusive" if self.n else "n/a"', 'return "inconclusive"'),
-    Bug("decide-contradicted-before-na", "report/claims.py",
-        'if not verdicts or "n/a" in verdicts:\n        return "n/a"\n'
-        '    if "contradicted" in verdicts:\n        return "contradicted"',
-        'if "contradicted" in verdicts:\n        return "contradicted"\n'
-        '    if not verdicts or "n/a" in verdicts:\n        return "n/a"'),
+    Bug("decide-na-before-contradicted", "report/claims.py",
+        'if "contradicted" in verdicts:\n        return "contradicted"\n    if verdicts and all(',
+        'if "n/a" in verdicts:\n        return "n/a"\n    if "contradicted" in verdicts:\n'
+        '        return "contradicted"\n    if verdicts and all('),
+    Bug("decide-inconclusive-before-not-decidable", "report/claims.py",
+        'return UNDECIDABLE if UNDECIDABLE in verdicts else "inconclusive"',
+        'return "inconclusive" if "inconclusive" in verdicts else UNDECIDABLE'),
+    Bug("below-the-floor-inconclusive", "report/multiplicity.py",
+        'return (UNDECIDABLE if n < floor else "inconclusive"), note',
+        'return "inconclusive", note'),
+    Bug("floor-off-by-one", "report/multiplicity.py",
+        'return (UNDECIDABLE if n < floor else "inconclusive"), note',
+        'return (UNDECIDABLE if n <= floor else "inconclusive"), note'),
+    Bug("floor-of-an-uncorrected-level", "report/multiplicity.py",
+        "return permutation_floor(ALPHA / max(m, 1))", "return permutation_floor(ALPHA)"),
+    Bug("one-seed-inconclusive", "report/claims.py",
+        'self.verdict = UNDECIDABLE if values else "n/a"',
+        'self.verdict = "inconclusive" if values else "n/a"'),
+    Bug("loo-flips-between-undecided-states", "report/multiplicity.py",
+        "if decision(other.verdict if other else UNDECIDABLE) != decision(t.verdict):",
+        "if (other.verdict if other else UNDECIDABLE) != t.verdict:"),
     Bug("decide-any-holds", "report/claims.py",
         'all(v == "holds" for v in verdicts)', 'any(v == "holds" for v in verdicts)'),
     Bug("nan-seed-kept", "report/metrics.py",
@@ -182,6 +199,29 @@ CLAIMS = (
         "if paired_t_power(effect, sd, hi, alpha) <= power:",
         why="equivalent: differs only where the power at MAX_SEEDS equals 0.8 exactly, a float "
         "no effect and spread give but by construction"),
+)  # fmt: skip
+
+# a replication judged on its own pairs (report.replicate; the registration of 2026-11-29)
+REPLICATE = (
+    Bug("replication-judged-in-the-published-table", "report/replicate.py",
+        "own = judged(res, set(other))",
+        "own = judged(Results(pub.settings, {}, table={**(pub.table or {}), **other}), "
+        "set(pub.table or {}))"),
+    Bug("replication-judges-claims-it-lacks-variants-of", "report/replicate.py",
+        "return apply_rule([c for c in paper_claims(res) if set(c.letters) <= letters])",
+        "return apply_rule([c for c in paper_claims(res) if set(c.letters) & letters])"),
+    Bug("replication-counts-undecidable-orderings", "report/replicate.py",
+        "return self.published.verdict not in UNDECIDED and self.other.verdict not in UNDECIDED",
+        "return True"),
+    Bug("replication-ordering-of-its-last-claim", "report/replicate.py",
+        "            if k.ordering not in again:  # each ordering once: its first claim's family\n",
+        "            if True:\n"),
+    Bug("replication-seeds-of-the-published-run", "report/replicate.py",
+        "    return Results(settings, {}, table=other)",
+        "    return Results(settings, {}, table={v: {m: {s: x for s, x in by.items() if s in "
+        "pub.settings.seeds} for m, by in ms.items()} for v, ms in other.items()})"),
+    Bug("overlap-of-one-side", "report/replicate.py",
+        "return p.lo <= o.hi and o.lo <= p.hi", "return p.lo <= o.hi"),
 )  # fmt: skip
 
 NIAH = (
@@ -286,6 +326,7 @@ TARGETS = {
     "claims": Target(
         ("tests/test_claim_verdicts.py", "tests/test_claims.py", "tests/test_stats.py"), CLAIMS
     ),
+    "replicate": Target(("tests/test_replicate.py",), REPLICATE),
     "niah": Target(("tests/test_niah_scoring.py",), NIAH),
     # test_cache_key's slow tests plan the session's smoke pipeline, which each run would build
     # anew (minutes a bug); the fast ones run, and test_fingerprint.py stands in at unit level

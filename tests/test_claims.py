@@ -10,7 +10,7 @@ import pytest
 
 from ssmax.report.claims import PRIMARY, claims, decide, in_scope
 from ssmax.report.gather import Results, Settings
-from ssmax.report.multiplicity import DISAGREE
+from ssmax.report.multiplicity import DISAGREE, UNDECIDABLE
 from ssmax.report.render import _claim_rows, untested_line
 from ssmax.report.stats import Interval, seeds_for_power, t975
 
@@ -41,12 +41,14 @@ def claim(res: Results, key: str):  # noqa: ANN201
 
 def test_clear_effect_holds() -> None:
     """Three seeds, one sign: the 95% interval holds (uncorrected); the permutation test of 3
-    seeds cannot go below 2 / 2^3 = 0.25, so by the rule the t-test stands alone: inconclusive,
-    the two tests disagreeing."""
+    seeds cannot go below 2 / 2^3 = 0.25, so by the rule the t-test stands alone, the two tests
+    disagreeing; 3 seeds are below the family's permutation floor (7 at 0.05 / 3): not
+    decidable at 3 seeds, not inconclusive."""
     res = results({"a": [4.50, 4.61, 4.55], "b": [4.40, 4.50, 4.46], "c": [4.41, 4.52, 4.45],
                    "d": [4.39, 4.49, 4.44]})  # fmt: skip
     c = claim(res, "pretrain_lower")
-    assert c.uncorrected == "holds" and c.verdict == "inconclusive"
+    assert c.uncorrected == "holds" and c.verdict == UNDECIDABLE and c.floor == 7
+    assert c.shown == "not decidable at 3 seeds" == c.checks[0].shown
     assert [k.uncorrected for k in c.checks] == ["holds"] * 3
     assert all(k.adj_t < 0.05 and k.p_perm == 0.25 and k.note == DISAGREE for k in c.checks)
     assert "b < a" in c.checks[0].ordering and "+0.1" in c.checks[0].difference
@@ -59,19 +61,50 @@ def test_reversed_effect_is_contradicted() -> None:
 
 
 def test_effect_within_noise_is_inconclusive() -> None:
-    # mean difference +0.01 but the seeds disagree in sign
+    # mean difference +0.01 but the seeds disagree in sign; 3 seeds: below the floor
     res = results({"a": [4.50, 4.40, 4.60], "b": [4.45, 4.43, 4.59], "c": [4.48, 4.41, 4.55],
                    "d": [4.55, 4.35, 4.57]})  # fmt: skip
     c = claim(res, "pretrain_lower")
-    assert c.verdict == c.uncorrected == "inconclusive"
-    assert all(k.verdict == k.uncorrected == "inconclusive" for k in c.checks)
+    assert c.uncorrected == "inconclusive" and c.verdict == UNDECIDABLE
+    assert all(k.verdict == UNDECIDABLE and k.uncorrected == "inconclusive" for k in c.checks)
 
 
-def test_one_seed_is_inconclusive_however_large_the_gap() -> None:
+def test_one_seed_is_not_decidable_however_large_the_gap() -> None:
     res = results({"a": [9.0], "b": [1.0], "c": [1.0], "d": [1.0]})
     c = claim(res, "pretrain_lower")
-    assert c.verdict == c.uncorrected == "inconclusive" and "1 seed" in c.checks[0].difference
-    assert math.isnan(c.checks[0].p_t) and c.checks[0].verdict == "inconclusive"  # no test
+    assert c.verdict == UNDECIDABLE and c.uncorrected == "inconclusive"
+    assert "1 seed" in c.checks[0].difference and c.shown == "not decidable at 1 seed"
+    assert math.isnan(c.checks[0].p_t) and c.checks[0].verdict == UNDECIDABLE  # no test
+
+
+def test_below_the_floor_an_ordering_is_not_decidable_at_it_inconclusive() -> None:
+    """(b) below (a) alone in the primary family (m = 1: floor 6 seeds, 2 / 2^6 <= 0.05), its
+    seeds disagreeing in sign: at 5 seeds not decidable (the permutation test cannot reach
+    0.05 at all), at 6 inconclusive, said with its effect and 95% t-interval; one seed more or
+    less is no flip (both undecided). (The claim is n/a: (c) and (d) are missing.)"""
+    d = [0.05, -0.04, 0.03, -0.02, 0.01, -0.03]
+    for n, verdict in ((5, UNDECIDABLE), (6, "inconclusive")):
+        low, high = paired(4.5, d[:n])
+        c = claim(results({"a": high, "b": low}), "pretrain_lower")
+        k = c.checks[0]
+        assert (c.m, c.floor, k.n) == (1, 6, n) and k.verdict == verdict and c.verdict == "n/a"
+        assert not k.flips and f"(n={n})" in k.difference
+        assert f"{k.shown};" in _claim_rows([c])[0][3]
+    assert k.shown == "inconclusive" and "[" in k.difference  # the effect and its interval
+    assert claim(results({"a": high[:5], "b": low[:5]}), "pretrain_lower").checks[0].shown == (
+        "not decidable at 5 seeds"
+    )
+
+
+def test_claim_precedence_contradicted_holds_na_not_decidable_inconclusive() -> None:
+    """A claim: contradicted where any ordering is, whatever else is missing; else holds where
+    all hold; else n/a where any is; else not decidable where any is; else inconclusive."""
+    assert decide(["contradicted", "n/a"]) == "contradicted"
+    assert decide(["n/a", UNDECIDABLE, "contradicted"]) == "contradicted"
+    assert decide(["holds", "holds"]) == "holds" and decide([]) == "n/a"
+    assert decide(["holds", "n/a", UNDECIDABLE]) == "n/a"
+    assert decide(["holds", UNDECIDABLE, "inconclusive"]) == UNDECIDABLE
+    assert decide(["holds", "inconclusive", "inconclusive"]) == "inconclusive"
 
 
 def test_pairing_by_seed_sees_a_consistent_gap_under_large_seed_spread() -> None:
@@ -153,8 +186,8 @@ def test_each_claim_says_how_many_seeds_would_decide_it() -> None:
     assert [k.seeds_needed for k in c.checks] == [needed, 2, 2] and needed > 10  # 10 at 0.05
     assert c.seeds_needed == needed
     row = _claim_rows([c])[0]
-    assert row[4:7] == ["INCONCLUSIVE", "inconclusive", f"{needed} (permutation: 7)"]
-    assert f"uncorrected inconclusive; decided by {needed}" in row[3]
+    assert row[4:7] == ["NOT DECIDABLE AT 3 SEEDS", "inconclusive", f"{needed} (permutation: 7)"]
+    assert f"not decidable at 3 seeds; uncorrected inconclusive; decided by {needed}" in row[3]
     one_seed = claim(results({"a": [4.5], "b": [4.4], "c": [4.4], "d": [4.4]}), "pretrain_lower")
     assert math.isnan(one_seed.seeds_needed) and _claim_rows([one_seed])[0][6].startswith("- ")
     no_effect = claim(results({"a": a, "b": a, "c": a, "d": a}), "pretrain_lower")
@@ -233,7 +266,7 @@ def test_holm_over_the_family_turns_a_holding_ordering_inconclusive() -> None:
         and (k.p_t, k.p_perm) == (pytest.approx(0.011, abs=5e-4), pytest.approx(6 / 256))
     )
     assert k.adj_t == pytest.approx(7 * k.p_t) and k.adj_perm == pytest.approx(7 * k.p_perm)
-    assert (k.verdict, k.note) == ("inconclusive", "")
+    assert (k.verdict, k.note) == (UNDECIDABLE, "") and crowded.floor == 9  # 8 seeds: below
 
 
 def test_the_permutation_test_rejects_a_verdict_the_t_test_gives() -> None:
@@ -273,9 +306,10 @@ def test_leaving_one_seed_out_flips_a_verdict_and_names_the_seed() -> None:
 def test_holm_is_stricter_than_benjamini_hochberg_on_the_same_evidence() -> None:
     """Seven primary orderings of one sign in 8 seeds (pretraining's 3 and Fig. 5's 4 at two
     multiples; permutation p 2 / 256 each): Holm multiplies the smallest by m = 7 (0.055), so
-    the permutation test decides none of them while the t-test decides all ("disagree").
-    Nine secondary orderings of one sign (the needle orderings among (a)-(f)):
-    Benjamini-Hochberg keeps each at 2 / 256, and they hold."""
+    the permutation test decides none of them while the t-test decides all ("disagree"): 8
+    seeds are below the floor, not decidable. Nine secondary orderings of one sign (the needle
+    orderings among (a)-(f)): Benjamini-Hochberg keeps each at 2 / 256, and they hold: a
+    decided verdict stands below the floor (9 seeds at 0.05 / 9)."""
     wobble = [0.004, -0.003, 0.002, -0.001, 0.003, -0.004, 0.001, 0.0]
     level = {"a": 4.5, "b": 4.3, "c": 4.35, "d": 4.2}
 
@@ -290,7 +324,7 @@ def test_holm_is_stricter_than_benjamini_hochberg_on_the_same_evidence() -> None
     assert len(primary) == 7 and {c.m for c in checked if c.family == "primary"} == {7}
     for k in primary:
         assert k.p_perm == pytest.approx(2 / 256) and k.adj_perm == pytest.approx(7 * 2 / 256)
-        assert k.adj_t < 0.05 and (k.verdict, k.note) == ("inconclusive", DISAGREE)
+        assert k.adj_t < 0.05 and (k.verdict, k.note) == (UNDECIDABLE, DISAGREE)  # floor 9
     top = {"a": 0.2, "e": 0.4, "c": 0.5, "d": 0.6, "f": 0.7, "b": 0.8}
     inputs = {f"eval_niah/{VARIANTS[x]}/seed{s}": {"needle_scores": {"top_mean": v}}
               for i, (x, base) in enumerate(top.items())

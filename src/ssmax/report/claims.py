@@ -1,7 +1,9 @@
 """The paper's claims, each decided on per-seed values paired by seed.
 
-The rule (issue 42), stated before any verdict was computed under it (when: docs/results.md,
-"How a verdict is decided"); never tune it, the families or the claims towards a verdict:
+The rule of issue 42 (2026-11-27, stated before any verdict was computed under it), with the
+verdict states and intervals as registered on 2026-11-29 for the confirmatory run
+(docs/registration/confirmatory-2026-11-29.md, "The rule"; when: docs/results.md, "How a
+verdict is decided"); never tune it, the families or the claims towards a verdict:
 
 - A claim is a list of orderings "x below y on metric m" (lower loss; or, where the paper
   says y is above x, a lower accuracy or needle score for x).
@@ -24,20 +26,28 @@ The rule (issue 42), stated before any verdict was computed under it (when: docs
   corrected within the family: primary by Holm's step-down (family-wise error 0.05),
   secondary by Benjamini-Hochberg (scipy.stats.false_discovery_control; false discovery
   rate 0.05).
-- An ordering holds when both corrected p-values are below 0.05 and the mean of d is above
-  0, is contradicted when both are and the mean is below 0; when only one of them is below
-  0.05 it is inconclusive, and says "t and permutation disagree"; otherwise, and below 2
-  seeds, inconclusive; n/a when a variant or a value is missing.
-- A claim holds when every ordering holds, is contradicted when any ordering is, and is
-  inconclusive otherwise; n/a when a variant or a value is missing.
+- An ordering (its n paired seeds): n/a when a variant or a value is missing (no paired
+  seed); holds when both corrected p-values are below 0.05 and the mean of d is above 0,
+  contradicted when both are and the mean is below 0; else "not decidable at n seeds" when n
+  is below the family's permutation floor (the fewest n with 2 / 2^n <= 0.05 / m: below it
+  the permutation test cannot reach the family's strictest level; 1 seed is below every
+  floor); else inconclusive, said with its effect and 95% t-interval. Where only one corrected
+  p is below 0.05 the undecided verdict says "t and permutation disagree". (A decided
+  verdict stands below the floor: Benjamini-Hochberg's levels above 0.05 / m can be reached
+  there.)
+- A claim is contradicted when any ordering is, whatever else is missing; else holds when
+  every ordering holds; else n/a when any ordering is; else not decidable (at the fewest seeds
+  of its not-decidable orderings) when any is; else inconclusive.
+- The interval beside every ordering is the 95% Student-t interval of the mean of d (exact
+  coverage under normal differences at any n). The 95% percentile bootstrap is not printed:
+  at 8 seeds it covers ~88% (tests/test_stats.py measures both).
 - Beside each verdict, information only, never part of it:
   - the uncorrected verdict, the rule until issue 42: the 95% Student-t interval of the mean
     of d (ssmax.report.stats) above 0 holds, below 0 contradicted, else inconclusive;
-  - the 95% percentile bootstrap interval of the mean of d (scipy.stats.bootstrap, 9,999
-    resamples, seed 0);
-  - leave-one-out: each ordering's verdict by this rule with one seed left out of every
-    ordering of both families (the same experiment without that seed); a verdict that one
-    seed's absence changes says "flips without seed s";
+  - leave-one-out: each ordering's decision (holds, contradicted, or undecided: inconclusive
+    and not decidable alike) by this rule with one seed left out of every ordering of both
+    families (the same experiment without that seed); a decision that one seed's absence
+    changes says "flips without seed s";
   - outlying seeds: the robust z of each d, 0.6745 (d - median) / MAD, beyond 3.5 in size
     (Iglewicz and Hoaglin; MAD 0: every d off the median);
   - seeds to decide: the paired seeds with which the two-sided paired t-test at level
@@ -62,18 +72,11 @@ from ssmax.config.variants import by_letter, facts, learns_p_n, names
 from ssmax.report.figures import pn_fits
 from ssmax.report.gather import Results
 from ssmax.report.metrics import absent_reason, values_of
-from ssmax.report.multiplicity import Tested, rule
-from ssmax.report.stats import (
-    ALPHA,
-    OUTLIER_Z,
-    Interval,
-    bootstrap_interval,
-    permutation_floor,
-    robust_z,
-)
+from ssmax.report.multiplicity import UNDECIDABLE, Tested, floor_of, rule
+from ssmax.report.stats import ALPHA, OUTLIER_Z, Interval, robust_z
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
-VERDICTS = ("holds", "contradicted", "inconclusive", "n/a")
+VERDICTS = ("holds", "contradicted", UNDECIDABLE, "inconclusive", "n/a")
 # the abstract's headline results (module docstring); every other claim is secondary
 PRIMARY = ("pretrain_lower", "long_loss_bc", "niah_b_above_a", "needle_b_above_a",
            "niah_ef_between")  # fmt: skip
@@ -109,23 +112,32 @@ class Checked:
     adj_t: float = math.nan
     adj_perm: float = math.nan
     note: str = ""  # "t and permutation disagree"
-    bootstrap: tuple[float, float] = (math.nan, math.nan)  # 95% percentile, of the difference
     flips: list[int] = field(default_factory=list)  # seeds whose absence alone flips verdict
     outliers: list[int] = field(default_factory=list)  # seeds with a robust |z| > 3.5
 
+    @property
+    def n(self) -> int:
+        """Its paired seeds."""
+        return len(self.differences)
+
+    @property
+    def shown(self) -> str:
+        """The verdict as the tables say it: 'not decidable at 8 seeds', else the verdict."""
+        return f"{UNDECIDABLE} at {self.n} seed{'s' * (self.n != 1)}" if (
+            self.verdict == UNDECIDABLE) else self.verdict  # fmt: skip
+
     def apply(self, tested: Tested | None, level: float) -> None:
-        """The family's judgement of this ordering (None: < 2 seeds, no test) and what is
-        computed from its own differences at the family's level 0.05 / m."""
+        """The family's judgement of this ordering (None: < 2 seeds, no test: not decidable
+        with 1 seed, n/a with none) and what is computed from its own differences at the
+        family's level 0.05 / m."""
         values = list(self.differences.values())
         if tested is not None:
             self.p_t, self.p_perm, self.adj_t, self.adj_perm = (
                 tested.p_t, tested.p_perm, tested.adj_t, tested.adj_perm)  # fmt: skip
             self.verdict, self.note, self.flips = tested.verdict, tested.note, tested.flips
         else:
-            self.verdict = "inconclusive" if values else "n/a"
+            self.verdict = UNDECIDABLE if values else "n/a"
         self.seeds_needed = Interval.of(values).seeds_needed(alpha=level)
-        low, high = bootstrap_interval(values)
-        self.bootstrap = (low + self.threshold, high + self.threshold)
         z = robust_z(values) if len(values) >= 2 else [0.0] * len(values)
         self.outliers = [s for s, x in zip(self.differences, z, strict=True) if abs(x) > OUTLIER_Z]
 
@@ -135,13 +147,22 @@ class Claim:
     key: str
     text: str  # what the paper says, and where
     value: str  # our numbers per variant: mean ± std over seeds
-    verdict: str  # the rule's: holds / contradicted / inconclusive / n/a
+    verdict: str  # the rule's: holds / contradicted / not decidable / inconclusive / n/a
     checks: list[Checked] = field(default_factory=list)
     letters: tuple[str, ...] = ()  # the variants it compares, by letter
     uncorrected: str = ""  # the same aggregation of the orderings' uncorrected verdicts
     family: str = ""  # primary (Holm) / secondary (Benjamini-Hochberg)
     m: int = 0  # the family's tested orderings
     floor: int = 0  # the fewest seeds whose permutation test can reach the family's 0.05 / m
+
+    @property
+    def shown(self) -> str:
+        """The verdict as the tables say it: 'not decidable at 8 seeds' (the fewest seeds of
+        its not-decidable orderings), else the verdict."""
+        if self.verdict != UNDECIDABLE:
+            return self.verdict
+        n = min((k.n for k in self.checks if k.verdict == UNDECIDABLE), default=0)
+        return f"{UNDECIDABLE} at {n} seed{'s' * (n != 1)}"
 
     @property
     def seeds_needed(self) -> float:
@@ -171,12 +192,15 @@ def _spread(values: Sequence[float]) -> str:
 
 
 def decide(verdicts: Sequence[str]) -> str:
-    """A claim's verdict from its orderings' (see the module docstring)."""
-    if not verdicts or "n/a" in verdicts:
-        return "n/a"
+    """A claim's verdict from its orderings' (see the module docstring): contradicted
+    outranks n/a; not decidable outranks inconclusive."""
     if "contradicted" in verdicts:
         return "contradicted"
-    return "holds" if all(v == "holds" for v in verdicts) else "inconclusive"
+    if verdicts and all(v == "holds" for v in verdicts):
+        return "holds"
+    if not verdicts or "n/a" in verdicts:
+        return "n/a"
+    return UNDECIDABLE if UNDECIDABLE in verdicts else "inconclusive"
 
 
 def check(results: Results, key: str, text: str, orderings: Sequence[Ordering]) -> Claim:
@@ -233,7 +257,7 @@ def apply_rule(checked: list[Claim], family: Callable[[Claim], str] = paper_fami
     for c in checked:
         c.m = len(tested[c.family])
         level = ALPHA / max(c.m, 1)  # Holm's first step; Benjamini-Hochberg's strictest
-        c.floor = permutation_floor(level)
+        c.floor = floor_of(c.m)
         for k in c.checks:
             k.apply(tested[c.family].get(k.ordering), level)
         c.verdict = decide([k.verdict for k in c.checks]) if c.checks else c.verdict
@@ -274,7 +298,13 @@ def long_multiples(results: Results) -> list[str]:
 
 
 def claims(results: Results) -> list[Claim]:
-    """Every ordering the paper states, in the paper's order."""
+    """Every ordering the paper states, in the paper's order, judged by the rule."""
+    return apply_rule(paper_claims(results))
+
+
+def paper_claims(results: Results) -> list[Claim]:
+    """Every claim of the paper, its orderings' differences and uncorrected verdicts, not yet
+    judged (apply_rule judges a list of them as the families it makes)."""
     # no loss evals at all: one placeholder, so the claim still names its variants (n/a)
     long = [f"loss@{k}" for k in long_multiples(results)] or ["loss@past N"]
     pre, niah, top = "pretrain_loss", "niah", "needle_top"
@@ -321,7 +351,7 @@ def claims(results: Results) -> list[Claim]:
         ("needle_f_above_e", "Sec. 3.4: (f) scores above (e)", above(top, "f", "e")),
     ]  # fmt: skip
     out = [check(results, key, text, orderings) for key, text, orderings in specs]
-    return apply_rule([*out, pn_log_law(results)])
+    return [*out, pn_log_law(results)]
 
 
 def _rationale() -> tuple[str, ...]:

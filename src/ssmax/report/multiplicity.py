@@ -1,7 +1,8 @@
-"""The claims' rule across orderings (report.claims' docstring): each family's two p-values
-per ordering, corrected within the family, the verdict where the t-test and the permutation test
-agree, and leave-one-out. Plain data in and out: nothing here knows a claim, a variant or a
-metric; an ordering is its label and its paired differences, seed -> d.
+"""The claims' rule across orderings (report.claims' docstring): each family's two p-values per
+ordering, corrected within the family, the verdict where the t-test and the permutation test agree,
+"not decidable" below the family's permutation floor, and leave-one-out. Plain data in and out:
+nothing here knows a claim, a variant or a metric; an ordering is its label and its paired
+differences, seed -> d.
 """
 
 from __future__ import annotations
@@ -10,7 +11,14 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ssmax.report.stats import ALPHA, benjamini_hochberg, holm, p_permutation, p_t
+from ssmax.report.stats import (
+    ALPHA,
+    benjamini_hochberg,
+    holm,
+    p_permutation,
+    p_t,
+    permutation_floor,
+)
 
 Differences = dict[int, float]  # seed -> paired difference (positive: the paper's side)
 Families = dict[str, dict[str, Differences]]  # family -> ordering label -> differences
@@ -22,6 +30,8 @@ CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
 }
 CORRECTION_NAMES = {holm: "Holm", benjamini_hochberg: "Benjamini-Hochberg"}
 DISAGREE = "t and permutation disagree"
+UNDECIDABLE = "not decidable"  # at n seeds: n below the family's permutation floor
+DECIDED = ("holds", "contradicted")
 
 
 @dataclass
@@ -32,17 +42,34 @@ class Tested:
     p_perm: float
     adj_t: float
     adj_perm: float
-    verdict: str  # holds / contradicted / inconclusive
+    verdict: str  # holds / contradicted / not decidable / inconclusive
     note: str = ""  # DISAGREE where one corrected p is below ALPHA and the other is not
     flips: list[int] = field(default_factory=list)  # seeds whose absence changes the verdict
 
 
-def verdict_of(mean: float, adj_t: float, adj_perm: float) -> tuple[str, str]:
-    """(verdict, note) of one ordering from its corrected p-values and the sign of its mean."""
+def verdict_of(mean: float, adj_t: float, adj_perm: float, n: int = 0, floor: int = 0
+               ) -> tuple[str, str]:  # fmt: skip
+    """(verdict, note) of one ordering from its corrected p-values, the sign of its mean, its
+    seeds n and its family's permutation floor: decided where both tests are below ALPHA; else
+    not decidable below the floor (the permutation test cannot reach the family's 0.05 / m
+    there), else inconclusive."""
     by_t, by_perm = adj_t < ALPHA, adj_perm < ALPHA
     if by_t and by_perm:
         return ("holds" if mean > 0 else "contradicted"), ""
-    return "inconclusive", DISAGREE if by_t != by_perm else ""
+    note = DISAGREE if by_t != by_perm else ""
+    return (UNDECIDABLE if n < floor else "inconclusive"), note
+
+
+def floor_of(m: int) -> int:
+    """A family of m tested orderings: the fewest seeds whose permutation test can reach its
+    0.05 / m (Holm's first step; Benjamini-Hochberg's strictest level)."""
+    return permutation_floor(ALPHA / max(m, 1))
+
+
+def decision(verdict: str) -> str:
+    """holds / contradicted, or "undecided" for every other verdict (what leave-one-out
+    compares: a seed's absence that leaves an undecided ordering undecided flips nothing)."""
+    return verdict if verdict in DECIDED else "undecided"
 
 
 def judge(families: Families) -> dict[str, dict[str, Tested]]:
@@ -56,9 +83,11 @@ def judge(families: Families) -> dict[str, dict[str, Tested]]:
         raw_perm = [p_permutation(tested[k]) for k in labels]
         correct = CORRECTIONS[family]
         adj_t, adj_perm = correct(raw_t), correct(raw_perm)
+        floor = floor_of(len(labels))
         out[family] = {
             k: Tested(raw_t[i], raw_perm[i], adj_t[i], adj_perm[i],
-                      *verdict_of(statistics.fmean(tested[k]), adj_t[i], adj_perm[i]))
+                      *verdict_of(statistics.fmean(tested[k]), adj_t[i], adj_perm[i],
+                                  len(tested[k]), floor))
             for i, k in enumerate(labels)
         }  # fmt: skip
     return out
@@ -71,8 +100,9 @@ def without(families: Families, seed: int) -> Families:
 
 
 def rule(families: Families) -> dict[str, dict[str, Tested]]:
-    """judge(families), each verdict marked with the seeds whose absence alone changes it (an
-    ordering left with < 2 seeds counts as inconclusive)."""
+    """judge(families), each verdict marked with the seeds whose absence alone changes its
+    decision (holds, contradicted or undecided: inconclusive and not decidable are both
+    undecided, and an ordering left with < 2 seeds is undecided)."""
     full = judge(families)
     seeds = sorted({s for fam in families.values() for d in fam.values() for s in d})
     for seed in seeds:
@@ -80,6 +110,6 @@ def rule(families: Families) -> dict[str, dict[str, Tested]]:
         for family, tested in full.items():
             for label, t in tested.items():
                 other = left[family].get(label)
-                if (other.verdict if other else "inconclusive") != t.verdict:
+                if decision(other.verdict if other else UNDECIDABLE) != decision(t.verdict):
                     t.flips.append(seed)
     return full

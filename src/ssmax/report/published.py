@@ -34,6 +34,7 @@ from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
 from ssmax.report.metrics import table_names
+from ssmax.report.multiplicity import UNDECIDABLE
 from ssmax.report.published_file import (
     PUBLISHED,
     ROOT,
@@ -45,7 +46,7 @@ from ssmax.report.published_file import (
 )
 from ssmax.report.published_rivals import RIVALS, RIVALS_DESIGN, rival_blocks, rivals_file
 from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
-from ssmax.report.replicate import compare, read_table
+from ssmax.report.replicate import compare, read_judgeable
 from ssmax.report.replicate import table as again_table
 
 EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
@@ -75,16 +76,22 @@ def seed_tables(pub: Published) -> str:
     seeds, out = pub.run["seeds"], []
     for metric, heading in SEED_TABLES:
         variants = [v for v in ordered(list(pub.table)) if metric in pub.table[v]]
-        rows = [[letter(v), *(pub.fmt(metric, pub.table[v][metric][s]) for s in seeds)]
+        rows = [[letter(v), *(_cell(pub, v, metric, s) for s in seeds)]
                 for v in variants]  # fmt: skip
         out += [heading, "", *_md_table(["variant", *(f"seed {s}" for s in seeds)], rows), ""]
-    r2 = pub.table["pn_rationale"]["p_n log fit R²"]
-    out.append("**p_n's fit (R²)**: " + ", ".join(
-        f"{'seed ' if i == 0 else ''}{s} {pub.fmt('p_n log fit R²', r2[s])}"
-        for i, s in enumerate(seeds)) + ".")  # fmt: skip
-    out.append("")
+    if "p_n log fit R²" in pub.table.get("pn_rationale", {}):
+        out.append("**p_n's fit (R²)**: " + ", ".join(
+            f"{'seed ' if i == 0 else ''}{s} {_cell(pub, 'pn_rationale', 'p_n log fit R²', s)}"
+            for i, s in enumerate(seeds)) + ".")  # fmt: skip
+        out.append("")
     out += [f"Not in the file: {', '.join(pub.absent)} ({_reasons(pub)})."] if pub.absent else []
     return "\n".join(out).rstrip("\n")
+
+
+def _cell(pub: Published, variant: str, metric: str, seed: int) -> str:
+    """A published value as published, '-' where the file has none."""
+    value = pub.table[variant][metric].get(seed)
+    return "-" if value is None else pub.fmt(metric, value)
 
 
 def _reasons(pub: Published) -> str:
@@ -102,8 +109,11 @@ def why_differs(c: Claim, old: str, pub: Published) -> str:
     moved = [k for k in c.checks if k.uncorrected in ("holds", "contradicted")
              and k.verdict != k.uncorrected]  # fmt: skip
     how = "Holm" if c.family == "primary" else "Benjamini-Hochberg"
+    floor = (f"{c.shown}: below the permutation floor of {c.floor} seeds"
+             + ("; " if moved else "")) if c.verdict == UNDECIDABLE else ""  # fmt: skip
     return (
-        "; ".join(
+        floor
+        + "; ".join(
             f"{k.ordering}: {k.uncorrected} uncorrected; p t {_p(k.p_t)} -> {_p(k.adj_t)}, "
             f"permutation {_p(k.p_perm)} -> {_p(k.adj_perm)}" + (f" ({k.note})" if k.note else "")
             for k in moved
@@ -133,14 +143,14 @@ def verdicts(checked: list[Claim], pub: Published, short: bool) -> str:
     if short:
         columns = ["claim (paper)", "family", "rule of issue 42", "old rule (published)",
                    "why they differ"]  # fmt: skip
-        rows = [[c.text, c.family, f"**{c.verdict}**", o, why_differs(c, o, pub) or "-"]
+        rows = [[c.text, c.family, f"**{c.shown}**", o, why_differs(c, o, pub) or "-"]
                 for c, o in zip(checked, old, strict=True)]  # fmt: skip
     else:
         columns = ["claim (paper)", "family", "rule of issue 42", "old rule (published)",
                    "orderings: difference, tests, uncorrected verdict, seeds to decide, "
                    "leave-one-out, outlying seeds, repeats (model)",
                    "seeds to decide (t at 0.05 / m; permutation floor)"]  # fmt: skip
-        rows = [[c.text, family_text(c), f"**{c.verdict}**", o,
+        rows = [[c.text, family_text(c), f"**{c.shown}**", o,
                  " · ".join(ordering_text(k) for k in c.checks) or c.value,
                  f"{seeds_text(c.seeds_needed)}; {c.floor}"]
                 for c, o in zip(checked, old, strict=True)]  # fmt: skip
@@ -183,11 +193,10 @@ def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
             f"uncorrected: {counts([c.uncorrected for c in wider])}.")  # fmt: skip
     columns = ["claim (paper)", "family", f"{len(pub.run['seeds'])} seeds", f"{len(seeds)} seeds",
                f"{len(seeds)} seeds, uncorrected", "orderings"]  # fmt: skip
-    rows = [[c.text, family_text(w), c.verdict, f"**{w.verdict}**", w.uncorrected,
+    rows = [[c.text, family_text(w), c.shown, f"**{w.shown}**", w.uncorrected,
              " · ".join(ordering_text(k) for k in w.checks) or w.value]
             for c, w in zip(checked, wider, strict=True)]  # fmt: skip
-    seeds_rows = [[letter(v), metric, *(ext.fmt(metric, ext.table[v][metric][s])
-                                        for s in ext.run["seeds"])]
+    seeds_rows = [[letter(v), metric, *(_cell(ext, v, metric, s) for s in ext.run["seeds"])]
                   for metric, _ in SEED_TABLES for v in ordered(list(ext.table))
                   if metric in ext.table[v]]  # fmt: skip
     added = ["", "The added seeds' values (every one; the file holds more metrics):", "",
@@ -199,7 +208,7 @@ def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
 def extension_from(results: Path, pub: Published) -> dict:
     """The extension file's content: the seeds of a run's results.json that the published
     file lacks."""
-    table = read_table(results)
+    table = read_judgeable(results)
     added = sorted({s for ms in table.values() for by_seed in ms.values() for s in by_seed}
                    - set(pub.run["seeds"]))  # fmt: skip
     if not added:
@@ -213,10 +222,8 @@ def extension_from(results: Path, pub: Published) -> dict:
 
 
 def replication(pub: Published, path: Path) -> str:
-    """Another run of some chains against this file: which orderings' verdicts came again."""
-    again, left_out = compare(pub.results(), read_table(path))
-    out = again_table(again)
-    return out + (f"\n\nLeft out (a value missing): {'; '.join(left_out)}." if left_out else "")
+    """Another run of some chains, judged on its own pairs beside this file."""
+    return again_table(compare(pub.results(), read_judgeable(path)))
 
 
 def replace_block(text: str, name: str, body: str) -> str:
@@ -231,6 +238,18 @@ def replace_block(text: str, name: str, body: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a bad input file: one line on stderr naming it, exit status 2, nothing
+    written (every file is read and checked before any is written)."""
+    try:
+        return _main(argv)
+    except SystemExit as e:
+        if not isinstance(e.code, str):  # argparse's own exits (--help, a bad option)
+            raise
+        print(f"error: {e.code}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED)
     parser.add_argument("--check", action="store_true", help="change nothing; 1 if stale")
@@ -252,20 +271,21 @@ def main(argv: list[str] | None = None) -> int:
         "design run's results.json (its design seeds), then rewrite the pages",
     )
     args = parser.parse_args(argv)
+    pub = load(args.file)
+    writes = []  # (path, content): made, every input checked, before any is written
     if args.extend:
-        content = extension_from(args.extend, load(args.file))
-        atomic_write_json(EXTENSION, content, indent=2)
-        print(f"wrote {EXTENSION.relative_to(ROOT)}: seeds {content['run']['seeds']}")
+        writes.append((EXTENSION, extension_from(args.extend, pub)))
     for results, path, design in ((args.rivals, RIVALS, False),
                                   (args.rivals_design, RIVALS_DESIGN, True)):  # fmt: skip
         if results:
-            content = rivals_file(results, design)
-            atomic_write_json(path, content, indent=2)
-            print(f"wrote {path.relative_to(ROOT)}: seeds {content['run']['seeds']}")
+            writes.append((path, rivals_file(results, design)))
     if args.replicate:
-        print(replication(load(args.file), args.replicate))
+        print(replication(pub, args.replicate))
         return 0
-    made, stale = blocks(load(args.file)), []
+    for path, content in writes:
+        atomic_write_json(path, content, indent=2)
+        print(f"wrote {path.relative_to(ROOT)}: seeds {content['run']['seeds']}")
+    made, stale = blocks(pub), []
     for page in dict.fromkeys(PAGES.values()):
         path = ROOT / page
         text = new = path.read_text()

@@ -15,7 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.variants import facts
 from ssmax.report.gather import Results, Settings, Table
-from ssmax.report.replicate import as_table, read_table
+from ssmax.report.multiplicity import UNDECIDABLE
+from ssmax.report.replicate import as_table, judgeable, read_json, read_table
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
@@ -38,11 +39,28 @@ class Published:
         return f"{value:.{self.digits.get(metric, 3)}f}"
 
 
+RUN_KEYS = ("preset", "seeds", "train_len", "commit", "date")  # what the pages say of a run
+
+
 def load(path: Path = PUBLISHED) -> Published:
-    data = json.loads(Path(path).read_text())
+    """A published file; one line naming it where it is missing, empty, not JSON, not shaped
+    as one (its values under "results", its run under "run") or with too little to judge."""
+    data = read_json(path)
+    if "results" not in data or not isinstance(data.get("run"), dict):
+        raise SystemExit(f"{path}: not a published file: its values belong under \"results\" "
+                         f"and its run under \"run\" ({', '.join(RUN_KEYS)})")  # fmt: skip
+    run = data["run"]
+    if missing := [k for k in RUN_KEYS if k not in run]:
+        raise SystemExit(f'{path}: its "run" lacks {", ".join(missing)}')
+    table = judgeable(as_table(data["results"], path), path)
+    seeds = run["seeds"]
+    if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
+        raise SystemExit(f"{path}: run.seeds must be a list of integers, not {seeds!r}")
+    if extra := sorted({s for ms in table.values() for by in ms.values() for s in by}
+                       - set(seeds)):  # fmt: skip
+        raise SystemExit(f"{path}: values of seeds {extra}, which run.seeds {seeds} lacks")
     old = data.get("old_rule", {}).get("verdicts", {})
-    return Published(as_table(data["results"]), data["run"], data.get("absent", {}),
-                     data.get("digits", {}), old)  # fmt: skip
+    return Published(table, run, data.get("absent", {}), data.get("digits", {}), old)
 
 
 def letter(variant: str) -> str:
@@ -50,13 +68,17 @@ def letter(variant: str) -> str:
 
 
 def counts(verdicts: list[str]) -> str:
-    """'2 hold, 4 contradicted, 13 inconclusive' (n/a where any)."""
+    """'2 hold, 4 contradicted, 13 inconclusive' (not decidable and n/a where any)."""
     c = Counter(verdicts)
-    parts = [
-        f"{c['holds']} hold",
-        f"{c['contradicted']} contradicted",
-        f"{c['inconclusive']} inconclusive",
-    ] + ([f"{c['n/a']} n/a"] if c["n/a"] else [])
+    parts = (
+        [
+            f"{c['holds']} hold",
+            f"{c['contradicted']} contradicted",
+            f"{c['inconclusive']} inconclusive",
+        ]
+        + ([f"{c[UNDECIDABLE]} {UNDECIDABLE}"] if c[UNDECIDABLE] else [])
+        + ([f"{c['n/a']} n/a"] if c["n/a"] else [])
+    )
     return ", ".join(parts)  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from ssmax.report.render import (
     board_line,
     board_rows,
 )
-from ssmax.report.replicate import read_table
+from ssmax.report.replicate import read_judgeable
 from ssmax.report.rivals import leaderboard, rival_claims
 
 # the rival laws' verdict run (--rivals) and their design seeds' run on the CPU (--rivals-design)
@@ -95,7 +95,7 @@ def design_criteria(path: Path) -> str:
 def rivals_file(results: Path, design: bool) -> dict:
     """The rival laws' file (issue 43) from a run's results.json: its verdict seeds (those
     outside preset.design) or, design True, its design seeds; one line where it has none."""
-    seeds = sorted({s for ms in read_table(results).values() for by in ms.values() for s in by})
+    seeds = sorted({s for ms in read_judgeable(results).values() for by in ms.values() for s in by})
     chosen = set(report_node(results)[0].preset.design.seeds)
     keep = [s for s in seeds if (s in chosen) == design]
     if not keep:

@@ -23,18 +23,24 @@ INTRO = (
     "token spans minus the loss on their immediate repeat, in nats, after SFT."
 )
 RULE = (
-    "How a claim is decided (fixed before any run; issue 42's rule, in ssmax.report.claims): "
+    "How a claim is decided (issue 42's rule, with the states and intervals registered on "
+    "2026-11-29; ssmax.report.claims): "
     "each ordering the paper states is tested on the per-seed differences between the two "
     "variants, paired by seed (same seed, same data order), by two two-sided tests: the paired "
     "t-test and the exact sign-flip permutation test (all 2^n flips). Their p-values are "
     "corrected within the claim's family: primary (the abstract's headline results) by Holm, "
     "secondary (every other claim) by Benjamini-Hochberg. Both corrected p below 0.05 with the "
-    "mean on the paper's side: holds; on the other side: contradicted; only one of them below "
-    "0.05: inconclusive, 't and permutation disagree'; else inconclusive. A claim holds when all "
-    "its orderings hold and is contradicted when any one is. Information beside it, not part "
-    "of the verdict: the uncorrected verdict (the 95% t-interval wholly on one side of 0, the "
-    "rule until issue 42); the 95% percentile bootstrap interval; leave-one-out ('flips "
-    "without seed s': the verdict changes with that seed left out of every ordering); outlying "
+    "mean on the paper's side: holds; on the other side: contradicted; else, with fewer seeds "
+    "than the family's permutation floor (the fewest n with 2 / 2^n <= 0.05 / m): not "
+    "decidable at n seeds; else inconclusive (either undecided one says 't and permutation "
+    "disagree' where only one corrected p is below 0.05); n/a where a value is missing. A "
+    "claim is contradicted when any ordering is (whatever else is missing), holds when all "
+    "hold, else n/a when any is, else not decidable when any is, else inconclusive. The "
+    "interval beside each ordering is the 95% t-interval of the mean difference. Information "
+    "beside it, not part of the verdict: the uncorrected verdict (the 95% t-interval wholly on "
+    "one side of 0, the rule until issue 42); leave-one-out ('flips without seed s': the "
+    "decision, holds, contradicted or undecided, changes with that seed left out of every "
+    "ordering); outlying "
     "seeds (robust z of the difference beyond 3.5); seeds to decide: how many paired seeds "
     "give the t-test power 0.8 at the family's 0.05 / m if the observed effects and spreads "
     "were the truth (none: an effect of 0), beside the permutation floor, the fewest seeds "
@@ -44,7 +50,7 @@ RULE = (
     "contradicted one's if contradicted)."
 )
 CLAIM_COLUMNS = ["claim (paper)", "family", "ours: mean ± sd per variant",
-                 "orderings: high - low, mean [95% t-interval] (seeds), 95% bootstrap; "
+                 "orderings: high - low, mean [95% t-interval] (seeds); "
                  "p t and permutation, raw -> corrected", "verdict",
                  "uncorrected (95% t-interval)",
                  "seeds to decide (t: power 0.8 at 0.05 / m; permutation: its floor)",
@@ -118,12 +124,10 @@ def _p(x: float) -> str:
 def ordering_text(k: Checked) -> str:
     """One ordering in the claims table: its numbers, tests, verdicts and what it hangs on."""
     parts = [f"{k.ordering}: {k.difference}"]
-    if not math.isnan(k.bootstrap[0]):
-        parts[0] += f", bootstrap [{k.bootstrap[0]:+.3g}, {k.bootstrap[1]:+.3g}]"
     if not math.isnan(k.p_t):
         parts.append(f"p t {_p(k.p_t)} -> {_p(k.adj_t)}, permutation {_p(k.p_perm)} -> "
                      f"{_p(k.adj_perm)}")  # fmt: skip
-    parts.append(k.verdict + (f" ({k.note})" if k.note else ""))
+    parts.append(k.shown + (f" ({k.note})" if k.note else ""))
     parts.append(f"uncorrected {k.uncorrected}")
     parts.append(f"decided by {seeds_text(k.seeds_needed)}")
     if k.flips:
@@ -145,7 +149,7 @@ def family_text(c: Claim) -> str:
 
 def _claim_rows(claims: list[Claim]) -> list[list[str]]:
     return [[c.text, family_text(c), c.value,
-             " · ".join(ordering_text(k) for k in c.checks) or "-", c.verdict.upper(),
+             " · ".join(ordering_text(k) for k in c.checks) or "-", c.shown.upper(),
              c.uncorrected or "-", f"{seeds_text(c.seeds_needed)} (permutation: {c.floor})",
              rerun_text(c)]
             for c in claims]  # fmt: skip
@@ -179,7 +183,8 @@ def board_cell(k: Checked) -> str:
     verdict = BOARD_VERDICTS.get(k.verdict)
     if verdict is None:
         n = seeds_text(k.seeds_needed)
-        verdict = "not separated, " + (
+        verdict = "not separated" + (f" ({k.shown})" if k.verdict != "inconclusive" else "")
+        verdict += ", " + (
             "no count of seeds decides an effect this small"
             if n == "none"
             else f"decided by {n} seeds"
