@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from ssmax.pipeline.run import compose_pipeline
 from ssmax.report.build import settings_from_cfg
-from ssmax.report.design import design_rows, overlap_line
+from ssmax.report.design import design_rows, overlap_line, without_failed
 from ssmax.report.gather import Design, Results, Settings
+from ssmax.report.published_file import load, skill_floor
 
 DESIGN = Design(seeds=(0, 1, 2), niah_at_1x=0.9, falls_below=0.5)
 VARIANTS = ["a_softmax", "b_ssmax"]
@@ -97,3 +100,25 @@ def test_the_report_shows_the_criteria_and_names_design_seeds(tmp_path) -> None:
     page = (tmp_path / "report.html").read_text()
     assert "<h2>Design criteria</h2>" in page and "Seeds [2] are design seeds" in page
     assert out["report_md"] == str(tmp_path / "report.md")
+
+
+def test_seeds_where_the_skill_did_not_form_are_judged_without_beside() -> None:
+    """Seed 4's (a) found 7 of 20 needles at 1x: the claims are judged again without seed 4
+    (information beside the verdicts; the seed stays in them)."""
+    res = results({v: {s: {"1": 0.35 if (v, s) == ("a_softmax", 4) else 1.0, "4": 0.2 + 0.1 * s}
+                       for s in (3, 4, 5)} for v in VARIANTS})  # fmt: skip
+    seen: list[list[int]] = []
+
+    def judge(r: Results) -> list[SimpleNamespace]:
+        seen.append(sorted(r.get("eval_niah", "b_ssmax")))
+        return [SimpleNamespace(verdict="inconclusive")]
+
+    assert without_failed(res, VARIANTS, 0.5, judge) == ([4], ["inconclusive"])
+    assert seen == [[3, 5]] and res.without([4]).settings.seeds == [0, 1, 2]
+    assert sorted(res.get("eval_niah", "a_softmax")) == [3, 4, 5]  # the run itself keeps it
+    assert without_failed(res, ["b_ssmax"], 0.5, judge) == ([], [])
+
+
+def test_the_published_files_floor_is_the_tiny_presets() -> None:
+    tiny = settings_from_cfg(compose_pipeline(["preset=tiny"]))
+    assert skill_floor(load()) == tiny.design.falls_below

@@ -13,10 +13,11 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config.variants import learns_p_n, with_starts
 from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.report.claims import claims, in_scope
-from ssmax.report.design import design_rows
+from ssmax.report.design import design_rows, without_failed
 from ssmax.report.figures import make_figures, pn_fits
 from ssmax.report.gather import Design, Results, Settings, Table
 from ssmax.report.metrics import PN_R2
+from ssmax.report.published_file import counts
 from ssmax.report.render import markdown, to_html
 from ssmax.report.rivals import board_json, leaderboard, rival_claims
 from ssmax.report.table import gather, rows
@@ -141,6 +142,15 @@ def build_report(
     md, page = folder / "report.md", folder / "report.html"
     models = model_rows(inputs)
     design = design_rows(results, settings.design, settings.variants) if settings.design else []
+    if settings.design:  # the seeds where the skill did not form stay in; without, beside
+        failed, without = without_failed(
+            results, settings.variants or results.variants("eval_niah"),
+            settings.design.falls_below, lambda r: in_scope(claims(r), settings.variants)[0],
+        )  # fmt: skip
+        if failed:
+            design.append([f"the claims without seeds {failed}, where a variant did not form "
+                           "the skill (information: they stay in every verdict)", "-", "-",
+                           counts(without)])  # fmt: skip
     # lazy, a cycle at load time: against imports report.published, and `python -m
     # ssmax.report.published` imports this package first (at the top: runpy's RuntimeWarning,
     # the module found in sys.modules before it runs as __main__)

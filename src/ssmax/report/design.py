@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ssmax.config.variants import facts
 from ssmax.report.gather import Design, Results
@@ -73,6 +74,16 @@ def failed_seeds(results: Results, variants: Sequence[str], floor: float) -> lis
     """The run's seeds in which some variant did not form the skill (seed_row)."""
     at_1x = [values_of(results, "niah@1", v) for v in variants]
     return sorted({s for values in at_1x for s, x in values.items() if x < floor})
+
+
+def without_failed(
+    results: Results, variants: Sequence[str], floor: float,
+    judge: Callable[[Results], Sequence[Any]],
+) -> tuple[list[int], list[str]]:  # fmt: skip
+    """(the seeds where a variant did not form the skill, the claims' verdicts without them,
+    by judge). Information beside the verdicts, never instead: a failed seed stays in them."""
+    failed = failed_seeds(results, variants, floor)
+    return failed, ([c.verdict for c in judge(results.without(failed))] if failed else [])
 
 
 def niah_multiples(results: Results, variants: Sequence[str]) -> list[float]:

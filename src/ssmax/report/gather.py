@@ -9,7 +9,8 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,18 @@ class Results:
             stage, variant, seed = name.split("/")  # stage: as the stage reports it (SPEC)
             nodes[stage].setdefault(variant, {})[int(seed.removeprefix("seed"))] = outputs
         return cls(settings, dict(nodes))
+
+    def without(self, seeds: Sequence[int]) -> Results:
+        """The same results with these seeds left out (report.design: the seeds where a
+        variant did not form the skill, whose verdicts are shown without them beside)."""
+        drop = set(seeds)
+        nodes = {st: {v: {s: o for s, o in by.items() if s not in drop} for v, by in vs.items()}
+                 for st, vs in self.nodes.items()}  # fmt: skip
+        table = None if self.table is None else {
+            v: {m: {s: x for s, x in by.items() if s not in drop} for m, by in ms.items()}
+            for v, ms in self.table.items()}  # fmt: skip
+        kept = [s for s in self.settings.seeds if s not in drop]
+        return Results(replace(self.settings, seeds=kept), nodes, table, self.absent)
 
     def get(self, stage: str, variant: str) -> dict[int, dict[str, Any]]:
         """seed -> outputs of that stage's node for the variant ({} if none)."""

@@ -33,6 +33,7 @@ from pathlib import Path
 from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
+from ssmax.report.design import without_failed
 from ssmax.report.metrics import table_names
 from ssmax.report.multiplicity import UNDECIDABLE
 from ssmax.report.published_file import (
@@ -43,6 +44,8 @@ from ssmax.report.published_file import (
     letter,
     load,
     run_file,
+    skill_floor,
+    skill_line,
 )
 from ssmax.report.published_rivals import RIVALS, RIVALS_DESIGN, rival_blocks, rivals_file
 from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
@@ -154,7 +157,11 @@ def verdicts(checked: list[Claim], pub: Published, short: bool) -> str:
                  " · ".join(ordering_text(k) for k in c.checks) or c.value,
                  f"{seeds_text(c.seeds_needed)}; {c.floor}"]
                 for c, o in zip(checked, old, strict=True)]  # fmt: skip
-    return "\n".join([head, "", *_md_table(columns, rows)])
+    if short:
+        return "\n".join([head, "", *_md_table(columns, rows)])
+    floor = skill_floor(pub)
+    failed, without = without_failed(pub.results(), list(pub.table), floor, claims)
+    return "\n".join([head, "", *_md_table(columns, rows), "", skill_line(failed, without, floor)])
 
 
 def blocks(pub: Published) -> dict[str, str]:
@@ -199,7 +206,9 @@ def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
     seeds_rows = [[letter(v), metric, *(_cell(ext, v, metric, s) for s in ext.run["seeds"])]
                   for metric, _ in SEED_TABLES for v in ordered(list(ext.table))
                   if metric in ext.table[v]]  # fmt: skip
-    added = ["", "The added seeds' values (every one; the file holds more metrics):", "",
+    failed, without = without_failed(both.results(), list(both.table), skill_floor(pub), claims)
+    added = ["", skill_line(failed, without, skill_floor(pub)), "",
+             "The added seeds' values (every one; the file holds more metrics):", "",
              *_md_table(["variant", "metric", *(f"seed {s}" for s in ext.run["seeds"])],
                         seeds_rows)]  # fmt: skip
     return "\n".join([head, "", *_md_table(columns, rows), *added])

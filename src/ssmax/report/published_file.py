@@ -63,6 +63,25 @@ def load(path: Path = PUBLISHED) -> Published:
     return Published(table, run, data.get("absent", {}), data.get("digits", {}), old)
 
 
+def skill_floor(pub: Published) -> float:
+    """The NIAH at 1x below which a seed's variant did not form the skill: the run's
+    preset.design.falls_below, else the tiny preset's 0.5 (the verdict files of issue 42 keep
+    no design; tests/test_published.py holds the two equal)."""
+    return float(pub.run.get("design", {}).get("falls_below", 0.5))
+
+
+def skill_line(failed: list[int], without: list[str], floor: float) -> str:
+    """The sentence beside a verdict where some seeds' variants did not form the skill."""
+    if not failed:
+        return (f"In every seed every variant formed the skill at the training length (NIAH at "
+                f"1x >= {floor:g}).")  # fmt: skip
+    many = len(failed) > 1
+    stay, them = ("they stay", "them") if many else ("it stays", "it")
+    return (f"In seed{'s' * many} {', '.join(map(str, failed))} a variant did not form the skill "
+            f"at the training length (NIAH at 1x below {floor:g}): {stay} in every verdict. "
+            f"Without {them}, as information only: {counts(without)}.")  # fmt: skip
+
+
 def letter(variant: str) -> str:
     return "(p_n)" if variant == "pn_rationale" else f"({facts(variant).letter})"
 

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from ssmax.config.variants import ordered
-from ssmax.report.design import DESIGN_COLUMNS, design_rows
+from ssmax.report.design import DESIGN_COLUMNS, design_rows, without_failed
 from ssmax.report.gather import Design
 from ssmax.report.published_file import (
     ROOT,
@@ -21,6 +21,8 @@ from ssmax.report.published_file import (
     not_in_yet,
     report_node,
     run_file,
+    skill_floor,
+    skill_line,
 )
 from ssmax.report.render import (
     BOARD_COLUMNS,
@@ -63,11 +65,14 @@ def rival_laws(path: Path, short: bool) -> str:
             f"(of {len(differences)}).")  # fmt: skip
     if short:
         return head + " " + "; ".join(f"{c.key}: {c.verdict}" for c in checked) + "."
+    judge = lambda r: rival_claims(r, variants)  # noqa: E731
+    failed, without = without_failed(results, variants, skill_floor(pub), judge)
     per_seed = [[letter(v), metric, *(_value(pub, v, metric, s) for s in seeds)]
                 for metric in RIVAL_MEASURES for v in variants
                 if metric in pub.table[v]]  # fmt: skip
     return "\n".join([
-        head, "", *_md_table(CLAIM_COLUMNS, _claim_rows(checked)), "", RIVALS_NOTE, "",
+        head, "", *_md_table(CLAIM_COLUMNS, _claim_rows(checked)), "",
+        skill_line(failed, without, skill_floor(pub)), "", RIVALS_NOTE, "",
         BOARD_NOTE, "", board_line(board), "", *_md_table(BOARD_COLUMNS, board_rows(rows)), "",
         "Every seed's value:", "",
         *_md_table(["law", "measure", *(f"seed {s}" for s in seeds)], per_seed),
