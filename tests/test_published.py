@@ -16,6 +16,7 @@ import pytest
 from ssmax.report.against import against, place
 from ssmax.report.claims import PRIMARY, claims
 from ssmax.report.gather import Results, Settings
+from ssmax.report.headline import SHORT
 from ssmax.report.published import PAGES, PUBLISHED, ROOT, blocks, load, replace_block
 from ssmax.report.render import markdown
 from ssmax.report.stats import ALPHA, permutation_floor
@@ -116,8 +117,8 @@ def test_claims_read_a_table_as_they_read_the_nodes() -> None:
 def test_the_seed_count_fixed_for_the_primary_claims() -> None:
     """The tiny preset's families with every metric (loss at 1x, 5x, 10x, 20x): 15 primary
     orderings, 32 secondary; the permutation test reaches Holm's first step 0.05 / 15 from 10
-    seeds, Benjamini-Hochberg's 0.05 / 32 from 11. docs/results.md and the README say 10, fixed
-    before any new seed runs."""
+    seeds, Benjamini-Hochberg's 0.05 / 32 from 11. docs/results.md says 10, fixed before any
+    new seed ran; the README points to the registration that fixed the confirmatory count."""
     pub = load()
     full = {v: {**ms} for v, ms in pub.table.items()}
     for ms in full.values():
@@ -135,7 +136,7 @@ def test_the_seed_count_fixed_for_the_primary_claims() -> None:
     assert "fixed on 2026-11-27 before any new seed runs: 10.**" in docs
     assert "15 primary orderings, 32 secondary" in docs
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "fixed before any new seed runs: 10" in readme
+    assert "docs/registration/confirmatory-2026-11-29.md" in readme  # the count it runs: 24
 
 
 def test_a_missing_marker_is_named() -> None:
@@ -261,3 +262,16 @@ def test_a_bad_published_file_is_one_line_exit_2_nothing_written(
     for argv in (["{p}"], ["{p}", "--check"]):
         code, err, writes = bad_input(tmp_path, text, argv, monkeypatch, capsys)
         assert code == 2 and not writes and err.count("\n") == 1 and message in err, err
+
+
+def test_the_readme_leads_with_one_line_per_primary_claim() -> None:
+    """Generated from the files (report.headline): each primary claim once, its verdict, its
+    effects with their intervals, the seeds and hardware, and that it is exploratory."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- published:headline ")[1].split("<!-- /published:headline -->")[0]
+    lines = [ln for ln in block.splitlines() if ln.startswith("- ")]
+    assert [ln.split(":")[0][2:] for ln in lines] == [SHORT[k].split(":")[0] for k in PRIMARY]
+    for ln in lines:
+        assert "on 10 CPU seeds (3-12), exploratory" in ln and "(n=10)" in ln
+        verdict = r"\*\*(holds|contradicted|inconclusive|n/a|not decidable at \d+ seeds)\*\*"
+        assert re.search(verdict, ln)

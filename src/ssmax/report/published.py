@@ -34,6 +34,7 @@ from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
 from ssmax.report.design import without_failed
+from ssmax.report.headline import headline
 from ssmax.report.metrics import table_names
 from ssmax.report.multiplicity import UNDECIDABLE
 from ssmax.report.published_file import (
@@ -54,10 +55,10 @@ from ssmax.report.replicate import table as again_table
 
 EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
-         "verdicts-short": "README.md", "replication-gpu": "docs/results.md",
+         "verdicts-short": "docs/results.md", "replication-gpu": "docs/results.md",
          "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md",
          "rival-laws": "docs/results.md", "rival-laws-short": "README.md",
-         "rival-design-cpu": "docs/rival-laws.md"}  # fmt: skip
+         "rival-design-cpu": "docs/rival-laws.md", "headline": "README.md"}  # fmt: skip
 # other runs of some of the published chains, each a generated block (report.replicate)
 REPLICATIONS = {
     "replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json",
@@ -172,6 +173,8 @@ def blocks(pub: Published) -> dict[str, str]:
     for name, path in REPLICATIONS.items():
         made[name] = replication(pub, path)
     made["verdicts-extended"] = extended_verdicts(pub, checked, EXTENSION)
+    made["headline"] = headline(extended(pub, load(EXTENSION)),
+                                read_judgeable(REPLICATIONS["replication-gpu"]))  # fmt: skip
     return made | rival_blocks()
 
 
