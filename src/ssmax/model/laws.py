@@ -153,12 +153,10 @@ class _Entmax(torch.autograd.Function):
     """alpha-entmax over the last dimension (Peters, Niculae, Martins 2019): p_i =
     [(alpha - 1) z_i - tau]_+ ^ (1 / (alpha - 1)), tau found by bisection so that sum p = 1;
     -inf (masked) entries get 0. Gradient in closed form: with g_i = p_i^(2 - alpha) on the
-    support, dz = g dp - g (g . dp) / sum g. Written with setup_context and a vmap rule, so
-    that torch.vmap runs it (the seed bundle, ssmax.model.bundle): each row is independent,
-    so a vmapped call is one call with the batch dimension moved in front."""
+    support, dz = g dp - g (g . dp) / sum g."""
 
     @staticmethod
-    def forward(z: torch.Tensor, alpha: float) -> torch.Tensor:
+    def forward(ctx, z: torch.Tensor, alpha: float) -> torch.Tensor:  # noqa: ANN001
         x = z * (alpha - 1.0)
         power = 1.0 / (alpha - 1.0)
         top = x.max(dim=-1, keepdim=True).values
@@ -173,19 +171,10 @@ class _Entmax(torch.autograd.Function):
             lo = torch.where(above, mid, lo)
             hi = torch.where(above, hi, mid)
         p = (x - (lo + hi) / 2).clamp(min=0) ** power
-        return p / p.sum(dim=-1, keepdim=True)
-
-    @staticmethod
-    def setup_context(ctx, inputs: tuple[torch.Tensor, float], output: torch.Tensor) -> None:  # noqa: ANN001
-        ctx.save_for_backward(output)
-        ctx.alpha = inputs[1]
-
-    @staticmethod
-    def vmap(info, in_dims: tuple[int | None, None], z: torch.Tensor, alpha: float):  # noqa: ANN001, ANN205
-        """Over the last dimension only: the vmapped dimension goes in front, one call."""
-        if in_dims[0] is None:
-            return _Entmax.apply(z, alpha), None
-        return _Entmax.apply(z.movedim(in_dims[0], 0), alpha), 0
+        p = p / p.sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(p)
+        ctx.alpha = alpha
+        return p
 
     @staticmethod
     def backward(ctx, dp: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
