@@ -9,7 +9,11 @@ torch.vmap over the seed axis of torch.func.functional_call on one weightless co
 read). Every seed's computation is its solo model's, on its own slice; the seeds never mix, so
 the gradient of the summed losses is, slice by slice, each seed's own gradient.
 
-Each law runs under vmap; alpha-entmax (laws._Entmax, l_asentmax) has a vmap rule for it. On
+Each law runs under vmap. alpha-entmax (laws._Entmax, l_asentmax) is an autograd.Function of
+the old form, which vmap refuses; while a bundle computes, laws.NORMALIZERS["entmax"] is
+swapped for _VmapEntmax: the same forward and backward code, with setup_context and a vmap
+rule (each row is independent: the seed dimension goes in front, one call). laws.py itself is
+left as it is: every node's fingerprint hashes it, and the export ships it. On
 the CPU, torch has no batching rule for the fused SDPA kernel: vmap runs it once per seed
 (a correct fallback, with a warning that this module silences). ``vmap=False`` runs a plain
 loop over the seeds instead (the same slices, one model call each): the reference the tests
@@ -18,20 +22,69 @@ hold the batched path to.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state
 
+from ssmax.model import laws
 from ssmax.model.attention import VariantConfig
 from ssmax.model.loss import DEFAULT_CHUNK, model_loss
 from ssmax.model.transformer import ModelConfig, Transformer
 
 # functorch's per-example fallback for SDPA on the CPU: correct, and said once per call
 warnings.filterwarnings("ignore", message=".*batching rule for aten::_scaled_dot_product")
+
+
+class _Saved:
+    """A stand-in ctx for laws._Entmax.forward (setup_context saves for backward instead)."""
+
+    def save_for_backward(self, *tensors: torch.Tensor) -> None:
+        pass
+
+
+class _VmapEntmax(torch.autograd.Function):
+    """laws._Entmax's own forward and backward, in the form torch.vmap runs."""
+
+    @staticmethod
+    def forward(z: torch.Tensor, alpha: float) -> torch.Tensor:
+        return laws._Entmax.forward(_Saved(), z, alpha)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple[torch.Tensor, float], output: torch.Tensor) -> None:  # noqa: ANN001
+        ctx.save_for_backward(output)
+        ctx.alpha = inputs[1]
+
+    @staticmethod
+    def backward(ctx, dp: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: ANN001
+        return laws._Entmax.backward(ctx, dp)
+
+    @staticmethod
+    def vmap(info, in_dims: tuple[int | None, None], z: torch.Tensor, alpha: float):  # noqa: ANN001, ANN205
+        if in_dims[0] is None:
+            return _VmapEntmax.apply(z, alpha), None
+        return _VmapEntmax.apply(z.movedim(in_dims[0], 0), alpha), 0
+
+
+def _vmap_entmax(z: torch.Tensor, *, alpha: float, **_: object) -> torch.Tensor:
+    if not alpha > 1:
+        raise ValueError(f"alpha={alpha}; allowed: a number > 1")
+    return _VmapEntmax.apply(z, float(alpha))
+
+
+@contextlib.contextmanager
+def vmappable_laws() -> Iterator[None]:
+    """laws.NORMALIZERS with an entmax that torch.vmap runs, for the duration."""
+    before = laws.NORMALIZERS["entmax"]
+    laws.NORMALIZERS["entmax"] = _vmap_entmax
+    try:
+        yield
+    finally:
+        laws.NORMALIZERS["entmax"] = before
 
 
 class _Objective(nn.Module):
@@ -123,7 +176,8 @@ class SeedBundle:
             raise ValueError(f"{input_ids.shape[0]} batches for {len(self)} seeds")
         if self.vmap:
             batched = torch.vmap(self._one, in_dims=(0, 0, 0, 0), randomness="error")
-            return batched(self.params, self.buffers, input_ids, labels)
+            with vmappable_laws():
+                return batched(self.params, self.buffers, input_ids, labels)
         return torch.stack([
             self._one({n: p[k] for n, p in self.params.items()},
                       {n: b[k] for n, b in self.buffers.items()}, input_ids[k], labels[k])
