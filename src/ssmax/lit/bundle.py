@@ -1,0 +1,193 @@
+"""Pretraining K seeds of one variant as one batched job (issue 59): train_bundle.
+
+The plainest loop that does what a solo pretraining run (ssmax.lit.trainer.train: Lightning
+around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
+
+- init: each seed's model as its solo run builds it (torch seeded with the seed, then the model);
+- data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
+  lm_datamodule), so its own order; epochs roll over as the sampler counts them;
+- loss: LitLM.loss, micro-batches divided by the accumulation, as Lightning does;
+- clipping: each seed's gradient by its own norm (SeedBundle.clip_per_seed), never one norm
+  over the seeds;
+- optimizer: one AdamW over the stacked parameters, LitLM's groups, lr, betas, eps and
+  weight decay, fused on CUDA as LitLM; AdamW is elementwise, so after the per-seed clip each
+  seed's slice takes its solo step (tests/test_bundle.py checks it bit for bit);
+- schedule: LitLM's lr_factor (warmup, then constant or cosine), stepped after each step;
+- precision: trainer.precision as Lightning applies it: 32-true; 64-true (weights cast to
+  float64 after their float32 init, float64 the default dtype in the forward); bf16-mixed
+  (autocast, float32 weights). Not compiled (a solo run on CUDA compiles its loss).
+
+What it leaves to its caller: checkpoints, MLflow, validation and the node folders (the
+pipeline's wiring: docs/training.md, "Seeds bundled").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from omegaconf import DictConfig
+
+from ssmax.config.compose import absolute_paths, model_config, variant_config
+from ssmax.data.lm import fact_transform
+from ssmax.data.lm_module import LMDataModule
+from ssmax.data.packing import PackedDataset
+from ssmax.lit.lightning_module import lr_factor
+from ssmax.model.bundle import SeedBundle, param_groups
+from ssmax.preflight.settings import validate
+
+PRECISIONS = ("32-true", "32", "64-true", "bf16-mixed")
+
+
+class TrainingDiverged(RuntimeError):
+    """A seed's training loss is not finite; the message names the seed and the step."""
+
+
+@dataclass
+class BundleResult:
+    seeds: list[int]
+    states: list[dict[str, torch.Tensor]]  # each seed's final weights (Transformer keys)
+    losses: torch.Tensor  # [steps, K] each seed's training loss, mean over its micro-batches
+    grad_norms: torch.Tensor  # [steps, K] each seed's gradient norm before clipping
+
+
+def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> list[LMDataModule]:
+    """Each seed's pretraining datamodule, as lm_datamodule builds it for a solo run with that
+    seed. On the embedded corpus the packed rows (the same for every seed) are read once and
+    shared; each seed keeps its own planted facts and sampler."""
+    modules = [LMDataModule(cfg.data, batch_size=batch_size, seed=s) for s in seeds]
+    first = modules[0]
+    first.prepare_data()
+    first.setup("fit")
+    shared = first.dataset("train")
+    for module in modules[1:]:
+        module._tokenizer = first.tokenizer
+        if isinstance(shared, PackedDataset):
+            plant = fact_transform(cfg.data, first.tokenizer, module.seed)
+            module._sets["train"] = PackedDataset(shared.rows, plant)
+    return modules
+
+
+def batches(module: LMDataModule) -> Iterator[dict[str, torch.Tensor]]:
+    """A seed's training batches without end: a new pass over its loader when one ends (the
+    sampler counts the epochs itself, as Lightning's set_epoch would set them). One loader,
+    iterated again: a new loader's sampler would start at epoch 0 again."""
+    loader = module.train_dataloader()
+    while True:
+        yield from loader
+
+
+def precision_of(setting: str, device: torch.device) -> str:
+    """trainer.precision for this device (auto: bf16-mixed on CUDA, else 32-true)."""
+    if setting == "auto":
+        return "bf16-mixed" if device.type == "cuda" else "32-true"
+    if setting not in PRECISIONS:
+        raise ValueError(f"trainer.precision={setting} in a bundle; allowed: auto, "
+                         f"{', '.join(PRECISIONS)}")  # fmt: skip
+    return setting
+
+
+def forward_context(setting: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """What Lightning's precision plugin wraps the training step in."""
+    if setting == "bf16-mixed":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if setting == "64-true":
+        return _default_dtype(torch.float64)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def train_bundle(
+    cfg: DictConfig,
+    seeds: Sequence[int],
+    *,
+    device: str | torch.device | None = None,
+    vmap: bool = True,
+    on_step: Callable[[int, torch.Tensor], None] | None = None,
+) -> BundleResult:
+    """Pretrain cfg's variant from scratch once per seed, all seeds as one bundle, for
+    trainer.pretrain.max_steps steps; each seed as its solo run (module docstring). device:
+    None for trainer.accelerator's (CUDA when present under auto). on_step(step, losses [K])
+    after each optimizer step (a progress line, a benchmark's clock)."""
+    validate(cfg)
+    absolute_paths(cfg)
+    if cfg.objective != "pretrain" or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n":
+        raise ValueError(f"a bundle pretrains from scratch: objective={cfg.objective}, "
+                         f"init_from={cfg.init_from}, variant={cfg.variant.name}")  # fmt: skip
+    if cfg.trainer.devices * cfg.trainer.num_nodes != 1:
+        raise ValueError("a bundle trains on one device (trainer.devices=1, num_nodes=1)")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds {list(seeds)} repeat one")
+    stage = cfg.trainer.pretrain
+    accumulate = stage.global_batch // stage.batch_size
+    if device is None:
+        cuda = cfg.trainer.accelerator != "cpu" and torch.cuda.is_available()
+        device = "cuda" if cuda else "cpu"
+    dev = torch.device(device)
+    mode = precision_of(cfg.trainer.precision, dev)
+
+    bundle = SeedBundle.from_seeds(
+        model_config(cfg), variant_config(cfg), cfg.data.seq_len, seeds,
+        loss_chunk=cfg.trainer.loss_chunk, vmap=vmap,
+    )  # fmt: skip
+    bundle.to(dev, torch.float64 if mode == "64-true" else None)
+    optimizer = torch.optim.AdamW(
+        param_groups(bundle, stage.weight_decay),
+        lr=stage.lr,
+        betas=tuple(stage.betas),
+        eps=stage.eps,
+        fused=dev.type == "cuda",
+    )
+    total, warmup = stage.max_steps, stage.warmup_steps
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: lr_factor(step, warmup, total, stage.schedule, stage.min_lr_ratio),
+    )
+    streams = [batches(m) for m in seed_datamodules(cfg, seeds, stage.batch_size)]
+    losses, norms = [], []
+    for step in range(total):
+        optimizer.zero_grad(set_to_none=True)
+        micro = []
+        for _ in range(accumulate):
+            seed_batches = [next(s) for s in streams]
+            ids = torch.stack([b["input_ids"] for b in seed_batches]).to(dev, non_blocking=True)
+            labels = torch.stack([b["labels"] for b in seed_batches]).to(dev, non_blocking=True)
+            with forward_context(mode, dev):
+                loss = bundle.loss(ids, labels)  # [K]
+            (loss.sum() / accumulate).backward()
+            micro.append(loss.detach())  # float64 under 64-true, else float32
+        step_loss = torch.stack(micro).mean(0)
+        _check_finite(step_loss, bundle.seeds, step)
+        norms.append(bundle.clip_per_seed(stage.grad_clip).detach())
+        optimizer.step()
+        schedule.step()
+        losses.append(step_loss)
+        if on_step is not None:
+            on_step(step, step_loss)
+    k = len(bundle)
+    return BundleResult(
+        seeds=list(seeds),
+        states=[bundle.state_dict(i) for i in range(k)],
+        losses=torch.stack(losses).cpu() if losses else torch.empty(0, k),
+        grad_norms=torch.stack(norms).cpu() if norms else torch.empty(0, k),
+    )
+
+
+def _check_finite(loss: torch.Tensor, seeds: list[int], step: int) -> None:
+    """As ssmax.lit.guards.check_finite for a solo run: a loss that is not finite stops the
+    bundle before the step touches the weights, naming the seeds."""
+    finite = torch.isfinite(loss)
+    if not bool(finite.all()):
+        bad = [s for s, ok in zip(seeds, finite.tolist(), strict=True) if not ok]
+        raise TrainingDiverged(f"training loss not finite at step {step + 1} for seeds {bad}")
