@@ -27,9 +27,10 @@ from ssmax.data.corpus import EMBEDDED_FILE
 from ssmax.pipeline.run import NodeJob, plan
 
 REPO = Path(__file__).resolve().parents[1]
-# what the source finds beside src/ (configs, declarations, throughput table, corpus): read, not
-# edited, so the copy links it (the data test replaces its link with a copy)
-BESIDE_SRC = ("conf", "pipelines", "bench", "data")
+# what the source finds beside src/ (configs, declarations, throughput table, corpus, the
+# published results the report reads: StageSpec.files): read, not edited, so the copy links it
+# (the data test replaces its link with a copy)
+BESIDE_SRC = ("conf", "pipelines", "bench", "data", "docs")
 # a line of `plan`: state, node, fingerprint (12 hex digits), folder
 NODE_LINE = re.compile(r"^(cached|partial|to-run)\s+(\S+)\s+[0-9a-f]{12}\s", re.MULTILINE)
 # a harmless edit: the module's text changes, what it does does not

@@ -18,9 +18,9 @@ from ssmax.data.fact_spec import spec_from_cfg
 from ssmax.data.lm import fact_transform, packed_rows, stream_texts, tokenized_split
 from ssmax.data.packing import PackedDataset, train_sampler
 from ssmax.data.shards import TokenShards
+from ssmax.data.sizes import check_rows
 from ssmax.data.stream import START, PackedStream, stream_shards
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
-from ssmax.preflight.data_sizes import check_rows
 
 
 class TokenizedDataModule(L.LightningDataModule):
@@ -117,7 +117,7 @@ class LMDataModule(TokenizedDataModule):
 
     def _check_rows(self, split: str) -> None:
         """A training split with a whole batch for every device, a validation split with a
-        sequence (ConfigError, one line: ssmax.preflight.data_sizes); a stream is not counted."""
+        sequence (ConfigError, one line: ssmax.data.sizes); a stream is not counted."""
         ds, seq_len = self._sets[split], int(self.data_cfg.seq_len)
         if split not in ("train", "validation") or isinstance(ds, PackedStream):
             return

@@ -30,36 +30,9 @@ from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError
 from ssmax.data.corpus import EMBEDDED_FILE, embedded_sha, split_of
-
-SPLIT_NAMES = {"train": "training", "validation": "validation"}
-
-
-def rows_line(split: str, tokens: int, seq_len: int, need: int, where: str, per: str = "",
-              at_most: str = "") -> str | None:  # fmt: skip
-    """The line refusing a split of ``tokens`` tokens (``at_most``: an upper bound, and why)
-    that packs into fewer than ``need`` rows of seq_len + 1 (``per``: what needs them, e.g.
-    "trainer.pretrain.batch_size=4 on 1 device"); None when it packs into enough."""
-    rows = tokens // (seq_len + 1)
-    if rows >= need:
-        return None
-    name = SPLIT_NAMES[split]
-    has = f"{where}'s {name} split has {'at most ' if at_most else ''}{tokens:,} tokens{at_most}"
-    one = f"seq_len+1 = {seq_len + 1:,}"
-    fix = "lower data.seq_len" + (" or raise data.val_fraction" if split == "validation" else "")
-    if rows == 0:
-        return (f"data.seq_len={seq_len} leaves no {name} sequence: {has}, fewer than the "
-                f"{one} one sequence takes (inputs and next-token labels); {fix}")  # fmt: skip
-    return (f"data.seq_len={seq_len} leaves no {name} batch: {has}, {rows} "
-            f"sequence(s) of {one} tokens, fewer than {per} (whole batches only); {fix} or the "
-            "batch size")  # fmt: skip
-
-
-def check_rows(split: str, tokens: int, seq_len: int, need: int, where: str, per: str = "",
-               at_most: str = "") -> None:  # fmt: skip
-    """Raise rows_line's ConfigError when the split packs into fewer than ``need`` rows."""
-    line = rows_line(split, tokens, seq_len, need, where, per, at_most)
-    if line is not None:
-        raise ConfigError(line)
+from ssmax.data.shards import read_manifest
+from ssmax.data.sizes import SPLIT_NAMES, check_rows
+from ssmax.data.squad_gen import answerable_per_split
 
 
 def batch_need(cfg: DictConfig) -> tuple[int, str]:
@@ -94,8 +67,6 @@ def split_tokens(data: DictConfig) -> tuple[dict[str, int], str, str] | None:
     """(split -> tokens, where, at_most) of what pretraining reads, as far as known before
     any work; None for a stream."""
     if data.shards_dir:
-        from ssmax.data.shards import read_manifest
-
         splits = read_manifest(data.shards_dir)["splits"]
         tokens = {s: sum(int(f["tokens"]) for f in splits[s]["files"]) for s in splits}
         return tokens, f"data.shards_dir={data.shards_dir}", ""
@@ -132,8 +103,6 @@ def check_sft_sizes(cfg: DictConfig) -> None:
     data = cfg.data
     if data.sft_source != "generated":
         return
-    from ssmax.data.squad_gen import answerable_per_split
-
     counts = answerable_per_split(data)
     for split in ("train", "validation"):
         if counts[split] == 0:
