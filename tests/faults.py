@@ -33,3 +33,12 @@ class KillAt(L.Callback):
     def on_train_batch_start(self, trainer: L.Trainer, *_: object) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FailSFT(L.Callback):
+    """An SFT node fails where it runs (a SLURM job, a worker), after planning passed: its
+    fit raises as it starts. Pretraining, which shares trainer.callbacks, runs on."""
+
+    def on_fit_start(self, trainer: L.Trainer, lit: L.LightningModule) -> None:
+        if getattr(lit, "objective", None) == "sft":
+            raise RuntimeError("tests.faults.FailSFT: this SFT node fails on purpose")

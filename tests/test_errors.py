@@ -89,6 +89,8 @@ CASES = [
     ("words-min-over-max", ["data.sft_context_words_min=90"], "data.sft_context_words_min=90 must be <= data.sft_context_words_max=70"),
     ("switch-fraction", ["pipeline.switch_fraction=2"], "pipeline.switch_fraction=2.0 must be < 1"),
     ("accelerator-unknown", ["trainer.accelerator=tpuu"], "trainer.accelerator='tpuu'; allowed"),
+    ("node-past-timeout", ["executor=local", "executor.timeout_min=1", "trainer.pretrain.max_steps=200000"], "pretrain/a_softmax/seed0 would take ~"),
+    ("node-past-timeout-says-fix", ["executor=local", "executor.timeout_min=1", "trainer.pretrain.max_steps=200000"], "past executor.timeout_min=1 after which the local executor kills a node; raise executor.timeout_min to at least"),
     ("precision-unknown", ["trainer.precision=fp8"], "trainer.precision='fp8'; allowed"),
     ("override-unquoted", ["+pipeline.overrides.a_softmax=[trainer.pretrain.lr=abc]"], "'+pipeline.overrides.a_softmax=[trainer.pretrain.lr=abc]' is not a valid override (no viable alternative at input '[trainer.pretrain.lr='): quote a value"),
     ("override-bad-key", ["+pipeline.overrides.a_softmax=['trainer.pretrain.lrr=1']"], "trainer.pretrain.lrr is not a config key"),

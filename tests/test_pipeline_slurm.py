@@ -206,9 +206,10 @@ def test_failed_node_blocks_its_dependants(
     slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
 ) -> None:
     out = tmp_path_factory.mktemp("slurm-fail")
-    # One SFT example, none left for validation: planning passes, the SFT job raises in SLURM.
-    no_sft_data = "+pipeline.overrides.b_ssmax=['data.sft_num_examples=1']"
-    overrides = smoke(out, out / "cache", B_ONLY, no_sft_data, "tracking.mode=offline")
+    # Planning passes, the SFT job raises in SLURM (tests.faults.FailSFT; a setting that made
+    # SFT fail there, one SFT example, is refused at planning since 2026-11-29).
+    fail_sft = "trainer.callbacks=[{_target_:tests.faults.FailSFT}]"
+    overrides = smoke(out, out / "cache", B_ONLY, fail_sft, "tracking.mode=offline")
     assert main(["run", *overrides, "--wait"]) == 1
     capsys.readouterr()
     assert main(["status", *overrides]) == 1

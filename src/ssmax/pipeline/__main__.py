@@ -19,7 +19,7 @@ from pathlib import Path
 from ssmax.config.compose import ConfigError, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
-from ssmax.pipeline.cost import format_costs, plan_costs
+from ssmax.pipeline.cost import format_costs, over_timeout, plan_costs
 from ssmax.pipeline.executors import Stopped, close_dead_runs, run_pipeline
 from ssmax.pipeline.run import NodeJob, abort_open_runs, compose_pipeline, plan
 from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
@@ -70,6 +70,10 @@ def run(overrides: list[str], wait: bool = False) -> int:
     base = compose_pipeline(overrides)
     remote = check_tracking(base)  # before planning every node: seconds
     cfg, jobs = plan(overrides, base)
+    if cfg.executor.kind == "local":  # a node past executor.timeout_min is killed there
+        too_long = over_timeout(cfg, plan_costs(cfg, jobs))
+        if too_long:
+            raise ConfigError(too_long)
     if remote and Path(cfg.paths.output_dir).is_dir():  # what earlier runs left for the server
         deliver_pending(cfg.paths.output_dir)
     if cfg.executor.kind == "slurm":  # the jobs run on the cluster's nodes, GPUs or not
@@ -118,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             return print_status(cfg, jobs)
         _print_plan(jobs)
         if command == "plan":
-            print(format_costs(cfg, plan_costs(cfg, jobs)))
+            costs = plan_costs(cfg, jobs)
+            print(format_costs(cfg, costs))
+            too_long = over_timeout(cfg, costs)  # `run` refuses it; a plan shows what it costs
+            if too_long:
+                print(f"warning: {too_long}")
         return 0
     except Busy as err:
         print(f"busy: {err}", file=sys.stderr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -135,6 +136,27 @@ def plan_costs(base: DictConfig, jobs: list[NodeJob]) -> list[NodeCost]:
         cost.cached = job.done is not None
         costs.append(cost)
     return costs
+
+
+def over_timeout(base: DictConfig, costs: list[NodeCost]) -> str | None:
+    """The line for the first node to run whose estimated wall time passes what the local
+    executor gives a node (executor.timeout_min: past it the node is killed and counted
+    failed), from the plan's own estimate and its basis; None where every node fits, or for
+    another executor (in process: no limit; SLURM: its jobs' limits, resumed on requeue)."""
+    if base.executor.kind != "local":
+        return None
+    limit = float(base.executor.timeout_min)
+    throughput = float(base.cost.peak_flops) * float(base.cost.mfu)
+    for cost in costs:
+        if cost.cached or not cost.flops:
+            continue
+        minutes = cost.wall_hours(throughput) * 60
+        if minutes > limit:
+            return (f"{cost.name} would take ~{_duration(minutes / 60)} (the plan's estimate, "
+                    f"basis {cost.basis}), past executor.timeout_min={limit:g} after which the "
+                    f"local executor kills a node; raise executor.timeout_min to at least "
+                    f"{math.ceil(minutes * 1.5)} or run it with another executor")  # fmt: skip
+    return None
 
 
 def seconds_from_twins(job: NodeJob, cost: NodeCost) -> float | None:
