@@ -21,6 +21,7 @@ import datetime
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -56,16 +57,26 @@ def optimizer_for(groups: list, stage, device: torch.device):  # noqa: ANN001, A
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, f)
 
 
+def timed(step: Callable[[], None], device: torch.device, steps: int, warmup: int) -> float:
+    """Seconds per call of step, after warmup calls."""
+    for _ in range(warmup):
+        step()
+    sync(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync(device)
+    return (time.perf_counter() - start) / steps
+
+
 def time_solo(cfg, device: torch.device, steps: int, warmup: int) -> float:  # noqa: ANN001
     """Seconds per step of one model: the solo run's step without Lightning."""
     stage = cfg.trainer.pretrain
     model = init_model(model_config(cfg), variant_config(cfg), cfg.data.seq_len, 0).to(device)
     opt, schedule = optimizer_for(solo_groups(model, stage.weight_decay), stage, device)
     ids, labels = batch(None, stage.batch_size, cfg.data.seq_len, cfg.data.vocab_size, device)
-    for i in range(warmup + steps):
-        if i == warmup:
-            sync(device)
-            start = time.perf_counter()
+
+    def step() -> None:
         with autocast(device):
             loss = model_loss(model, ids, labels, "pretrain", cfg.trainer.loss_chunk)
         opt.zero_grad(set_to_none=True)
@@ -73,8 +84,8 @@ def time_solo(cfg, device: torch.device, steps: int, warmup: int) -> float:  # n
         torch.nn.utils.clip_grad_norm_(model.parameters(), stage.grad_clip)
         opt.step()
         schedule.step()
-    sync(device)
-    return (time.perf_counter() - start) / steps
+
+    return timed(step, device, steps, warmup)
 
 
 def time_bundle(cfg, k: int, device: torch.device, steps: int, warmup: int) -> float:  # noqa: ANN001
@@ -86,10 +97,8 @@ def time_bundle(cfg, k: int, device: torch.device, steps: int, warmup: int) -> f
     ).to(device)  # fmt: skip
     opt, schedule = optimizer_for(param_groups(bundle, stage.weight_decay), stage, device)
     ids, labels = batch(k, stage.batch_size, cfg.data.seq_len, cfg.data.vocab_size, device)
-    for i in range(warmup + steps):
-        if i == warmup:
-            sync(device)
-            start = time.perf_counter()
+
+    def step() -> None:
         with autocast(device):
             loss = bundle.loss(ids, labels)
         opt.zero_grad(set_to_none=True)
@@ -97,8 +106,8 @@ def time_bundle(cfg, k: int, device: torch.device, steps: int, warmup: int) -> f
         bundle.clip_per_seed(stage.grad_clip)
         opt.step()
         schedule.step()
-    sync(device)
-    return (time.perf_counter() - start) / steps
+
+    return timed(step, device, steps, warmup)
 
 
 def git_commit() -> str:
