@@ -224,6 +224,24 @@ REPLICATE = (
         "return p.lo <= o.hi and o.lo <= p.hi", "return p.lo <= o.hi"),
 )  # fmt: skip
 
+# a registered run judged against its registration (registration.judge; issue 58)
+REGISTRATION = (
+    Bug("interim-run-judged", "registration/judge.py",
+        "        if run.complete:\n", "        if run.records:\n"),
+    Bug("node-commit-not-checked", "registration/judge.py",
+        'if run.name == "cpu" and commits != {reg.code_commit}:', "if False:"),
+    Bug("edited-registration-not-checked", "registration/judge.py",
+        "if first_committed(reg.path) != reg.path.read_text():", "if False:"),
+    Bug("unregistered-seed-not-checked", "registration/judge.py",
+        '        out += [f"seeds not registered: {sorted(extra)}"] if extra else []\n', ""),
+    Bug("skill-bound-inclusive-the-wrong-way", "registration/judge.py",
+        "value >= SKILL_AT_LEAST", "value > SKILL_AT_LEAST + 0.2"),
+    Bug("failed-seed-dropped-from-the-verdict", "registration/judge.py",
+        "    checked = judged(run)\n", "    checked = judged(run, tuple(invalid_seeds(run)))\n"),
+    Bug("spare-not-taken-for-a-failed-seed", "registration/run.py",
+        "            seed = spares.pop(0)\n", "            break\n"),
+)  # fmt: skip
+
 NIAH = (
     Bug("full-grid-counts-first-digit", "evals/niah.py",
         'ok = {"full": ("full",),', 'ok = {"full": ("full", "first_digit"),'),
@@ -327,6 +345,15 @@ TARGETS = {
         ("tests/test_claim_verdicts.py", "tests/test_claims.py", "tests/test_stats.py"), CLAIMS
     ),
     "replicate": Target(("tests/test_replicate.py",), REPLICATE),
+    # the copy is no git repository: the tests that clone it or read its history stay out
+    "registration": Target(
+        (
+            "tests/test_registration.py",
+            "-k",
+            "not seed_runs and not fails_twice and not another_commit and not up_to_date",
+        ),
+        REGISTRATION,
+    ),  # fmt: skip
     "niah": Target(("tests/test_niah_scoring.py",), NIAH),
     # test_cache_key's slow tests plan the session's smoke pipeline, which each run would build
     # anew (minutes a bug); the fast ones run, and test_fingerprint.py stands in at unit level

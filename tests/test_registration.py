@@ -196,12 +196,17 @@ def test_a_seed_whose_skill_did_not_form_stays_in_and_is_shown_without(
     rec = json.loads(record_path(reg, "cpu", 5).read_text())
     rec["results"]["d_ssmax_bias"]["niah @1x"]["5"] = 0.35  # 7 of 20 at the training length
     record_path(reg, "cpu", 5).write_text(json.dumps(rec))
+    rec = json.loads(record_path(reg, "cpu", 6).read_text())
+    rec["results"]["c_ssmax_no_scale"]["niah @1x"]["6"] = 0.5  # 10 of 20: on the bound, formed
+    record_path(reg, "cpu", 6).write_text(json.dumps(rec))
     committed_as_is(monkeypatch)
     run = judge.gather(reg, "cpu")
     assert judge.invalid_seeds(run) == [5]
     assert len(judge.judged(run)[0].checks[0].differences) == 12  # seed 5 stays in the verdict
     text = judge.page(reg)
     assert "Without the seeds where a variant did not form the skill ([5])" in text
+    (niah,) = [r for r in text.splitlines() if r.startswith("| Sec. 3.3, Fig. 6: (b) retrieves")]
+    assert "(n=12)" in niah  # the verdict's: every seed
     (row,) = [r for r in text.splitlines() if r.startswith("| (d) | yes")]
     assert row.count("**no**") == 1
 
@@ -213,3 +218,16 @@ def test_the_confirmatory_page_is_up_to_date() -> None:
 def test_the_registration_states_the_validity_criterion_the_judge_applies() -> None:
     said = load().data["validity"]["criterion"]
     assert "NIAH accuracy at 1x" in said and f">= {judge.SKILL_AT_LEAST}" in said
+
+
+def test_a_failed_seed_is_replaced_by_the_next_spare_in_order(tmp_path: Path) -> None:
+    path = hand_made(tmp_path, [1, 2, 3])
+    data = json.loads(path.read_text()) | {"spares": [7, 8]}
+    path.write_text(json.dumps(data))
+    reg = load(path)
+    for seed in (2, 7):  # 2 failed twice, and so did its first spare
+        record_path(reg, "cpu", seed, failed=True).write_text(json.dumps({"seed": seed}))
+    assert planned(reg, "cpu") == [1, 8, 3]
+    record_path(reg, "cpu", 3, failed=True).write_text(json.dumps({"seed": 3}))
+    with pytest.raises(SystemExit, match="seed 3 failed and no spare seed is left"):
+        planned(reg, "cpu")
