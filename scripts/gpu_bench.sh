@@ -26,13 +26,16 @@
 # bench_step's [3] for (a), (k), (l) at micro-batch RIVALS_BATCH (default 16: (l)'s entmax holds
 # whole score matrices), tokens/s and MFU, not recorded; two rounds, no bare loop (each round
 # compiles each law: ~30 s a model on an H100), at most RIVALS_TIMEOUT_S (default 360).
+# bundle: seeds bundled on one device (issue 59): bench/bench_bundle.py on CUDA at the tiny
+# preset, solo against bundles of BUNDLE_SIZES (default 1,4,16,32), ms/step/seed and seeds per
+# minute, in $OUT/bundle.txt, at most BUNDLE_TIMEOUT_S (default 240). Run it first on a loan.
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
-  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate|rivals) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate, rivals)" >&2; exit 2 ;; esac
+  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate|rivals|bundle) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate, rivals, bundle)" >&2; exit 2 ;; esac
 done
 WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
@@ -51,6 +54,9 @@ python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() 
 for one in $PARTS; do
   case $one in
     niah) python3 bench/bench_niah.py --ways "${NIAH_WAYS:-eager:torch,compiled:torch,compiled:cudnn}" ;;
+    bundle)
+      timeout "${BUNDLE_TIMEOUT_S:-240}" python3 bench/bench_bundle.py --device cuda \
+        --preset tiny --sizes "${BUNDLE_SIZES:-1,4,16,32}" | tee "$OUT/bundle.txt" || true ;;
     evals) python3 bench/bench_evals.py --preset paper ;;
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
     rivals)
