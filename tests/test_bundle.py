@@ -50,29 +50,32 @@ def smoke(variant: str, seed: int, precision: str, out: Path, cache: Path):  # n
     )  # fmt: skip
 
 
-_SOLO: dict[tuple[str, str, int], tuple[dict[str, torch.Tensor], float]] = {}
+_SOLO: dict[tuple[str, str, int], tuple[dict[str, torch.Tensor], float, float]] = {}
 
 
 def solo(variant: str, seed: int, precision: str, out: Path, cache: Path):  # noqa: ANN201
-    """(weights, final train loss) of the seed's solo run, trained once per module."""
+    """(weights, final train loss, final val loss) of the seed's solo run, trained once per
+    module."""
     key = (variant, precision, seed)
     if key not in _SOLO:
         result = train(smoke(variant, seed, precision, out, cache))
-        _SOLO[key] = read_weights(result.weights), result.metrics["train/loss"]
+        _SOLO[key] = (read_weights(result.weights), result.metrics["train/loss"],
+                      result.metrics["val/loss"])  # fmt: skip
     return _SOLO[key]
 
 
 def diffs_to_solo(variant: str, precision: str, out: Path, cache: Path) -> list[float]:
-    """Per seed: the largest weight or final-loss difference between the bundle and the solo
-    run."""
+    """Per seed: the largest weight, final-loss or final validation-loss difference between
+    the bundle and the solo run."""
     result = train_bundle(smoke(variant, 0, precision, out, cache), SEEDS)
     found = []
     for i, seed in enumerate(SEEDS):
-        weights, loss = solo(variant, seed, precision, out, cache)
+        weights, loss, val = solo(variant, seed, precision, out, cache)
         assert sorted(result.states[i]) == sorted(weights)
         worst = max((weights[k].double() - result.states[i][k].double()).abs().max().item()
                     for k in weights)  # fmt: skip
-        found.append(max(worst, abs(loss - result.losses[-1, i].item())))
+        last_val = result.val_losses[max(result.val_losses)][i].item()  # the run's last check
+        found.append(max(worst, abs(loss - result.losses[-1, i].item()), abs(val - last_val)))
     print(variant, precision, "max abs difference per seed:", found)
     return found
 

@@ -17,8 +17,13 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
   float64 after their float32 init, float64 the default dtype in the forward); bf16-mixed
   (autocast, float32 weights). Not compiled (a solo run on CUDA compiles its loss).
 
-What it leaves to its caller: checkpoints, MLflow, validation and the node folders (the
-pipeline's wiring: docs/training.md, "Seeds bundled").
+- validation: every trainer.val_every_n_steps steps, each seed's loss on the first
+  trainer.val_batches batches of the validation loader (the same rows for every seed: no
+  planted facts of its own there), their mean weighted by batch size, as Lightning averages
+  LitLM's val/loss.
+
+What it leaves to its caller: checkpoints, MLflow and the node folders (the pipeline's wiring:
+docs/training.md, "Seeds bundled").
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class BundleResult:
     states: list[dict[str, torch.Tensor]]  # each seed's final weights (Transformer keys)
     losses: torch.Tensor  # [steps, K] each seed's training loss, mean over its micro-batches
     grad_norms: torch.Tensor  # [steps, K] each seed's gradient norm before clipping
+    val_losses: dict[int, torch.Tensor]  # step -> [K] each seed's validation loss there
 
 
 def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> list[LMDataModule]:
@@ -154,8 +160,10 @@ def train_bundle(
         optimizer,
         lambda step: lr_factor(step, warmup, total, stage.schedule, stage.min_lr_ratio),
     )
-    streams = [batches(m) for m in seed_datamodules(cfg, seeds, stage.batch_size)]
-    losses, norms = [], []
+    modules = seed_datamodules(cfg, seeds, stage.batch_size)
+    streams = [batches(m) for m in modules]
+    losses, norms, val = [], [], {}
+    every = int(cfg.trainer.val_every_n_steps)
     for step in range(total):
         optimizer.zero_grad(set_to_none=True)
         micro = []
@@ -173,6 +181,8 @@ def train_bundle(
         optimizer.step()
         schedule.step()
         losses.append(step_loss)
+        if (step + 1) % every == 0:
+            val[step + 1] = val_losses(bundle, modules[0], cfg.trainer.val_batches, mode, dev)
         if on_step is not None:
             on_step(step, step_loss)
     k = len(bundle)
@@ -181,7 +191,29 @@ def train_bundle(
         states=[bundle.state_dict(i) for i in range(k)],
         losses=torch.stack(losses).cpu() if losses else torch.empty(0, k),
         grad_norms=torch.stack(norms).cpu() if norms else torch.empty(0, k),
+        val_losses=val,
     )
+
+
+@torch.no_grad()
+def val_losses(
+    bundle: SeedBundle, module: LMDataModule, limit: int | float, mode: str, dev: torch.device
+) -> torch.Tensor:
+    """Each seed's validation loss [K]: the batch losses over the first `limit` batches (a
+    float: that share of them, as Lightning's limit_val_batches), weighted by batch size."""
+    loader = module.val_dataloader()
+    count = limit if isinstance(limit, int) else int(len(loader) * limit)
+    total, rows = torch.zeros(len(bundle), dtype=torch.float64, device=dev), 0
+    for i, batch in enumerate(loader):
+        if i >= count:
+            break
+        ids = batch["input_ids"].to(dev).expand(len(bundle), *batch["input_ids"].shape)
+        labels = batch["labels"].to(dev).expand(len(bundle), *batch["labels"].shape)
+        with forward_context(mode, dev):
+            loss = bundle.loss(ids, labels)
+        total += loss.double() * ids.shape[1]
+        rows += ids.shape[1]
+    return (total / max(rows, 1)).cpu()
 
 
 def _check_finite(loss: torch.Tensor, seeds: list[int], step: int) -> None:
