@@ -17,6 +17,7 @@ train solo runs are marked slow: ~20 s each on 2 cores). Tolerances:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -24,13 +25,14 @@ import torch
 
 from ssmax.lit import bundle as lit_bundle
 from ssmax.lit.bundle import batches, seed_datamodules, train_bundle
-from ssmax.lit.trainer import train
+from ssmax.lit.trainer import data_state_path, train
 from ssmax.model import Transformer
 from ssmax.model.bundle import SeedBundle, param_groups
 from ssmax.preflight.weights import read_weights
 from tests.conftest import make_cfg
 
 SEEDS = [0, 1, 2]
+SWITCH = 18  # weights saved mid-run: the pipeline's (a) at 87.5% of smoke's 20 steps, (f)'s start
 TOL64, TOL32 = 1e-6, 1e-5
 # the fused SDPA path with a learned scale, the general path's score law and normaliser; (a)'s
 # softmax is (b)'s path with the scale 1 (measured equal to solo too: 2.4e-15, docs/training.md)
@@ -42,40 +44,51 @@ def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bundle")
 
 
-def smoke(variant: str, seed: int, precision: str, out: Path, cache: Path):  # noqa: ANN201
-    return make_cfg(
+def smoke_args(variant: str, seed: int, precision: str, out: Path, cache: Path) -> list[str]:
+    return [
         "preset=smoke", f"variant={variant}", f"seed={seed}", f"trainer.precision={precision}",
         f"paths.output_dir={out}/{precision}", f"paths.cache_dir={cache}", "tracking.enabled=false",
-        f"run_name={variant}-{precision}-seed{seed}",
-    )  # fmt: skip
+        f"run_name={variant}-{precision}-seed{seed}", f"trainer.save_weights_at=[{SWITCH}]",
+    ]  # fmt: skip
 
 
-_SOLO: dict[tuple[str, str, int], tuple[dict[str, torch.Tensor], float, float]] = {}
+def smoke(variant: str, seed: int, precision: str, out: Path, cache: Path):  # noqa: ANN201
+    return make_cfg(*smoke_args(variant, seed, precision, out, cache))
+
+
+_SOLO: dict[tuple[str, str, int], tuple] = {}
 
 
 def solo(variant: str, seed: int, precision: str, out: Path, cache: Path):  # noqa: ANN201
-    """(weights, final train loss, final val loss) of the seed's solo run, trained once per
-    module."""
+    """(weights, final train loss, final val loss, the weights saved at SWITCH, where the data
+    stood then) of the seed's solo run, trained once per module."""
     key = (variant, precision, seed)
     if key not in _SOLO:
         result = train(smoke(variant, seed, precision, out, cache))
+        mid = result.extra_weights[SWITCH]
         _SOLO[key] = (read_weights(result.weights), result.metrics["train/loss"],
-                      result.metrics["val/loss"])  # fmt: skip
+                      result.metrics["val/loss"], read_weights(mid),
+                      json.loads(data_state_path(mid).read_text()))  # fmt: skip
     return _SOLO[key]
 
 
+def largest(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert sorted(a) == sorted(b)
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
 def diffs_to_solo(variant: str, precision: str, out: Path, cache: Path) -> list[float]:
-    """Per seed: the largest weight, final-loss or final validation-loss difference between
-    the bundle and the solo run."""
+    """Per seed: the largest difference between the bundle and the solo run in the final
+    weights, those saved at SWITCH, the final train loss and the last validation loss."""
     result = train_bundle(smoke(variant, 0, precision, out, cache), SEEDS)
     found = []
     for i, seed in enumerate(SEEDS):
-        weights, loss, val = solo(variant, seed, precision, out, cache)
-        assert sorted(result.states[i]) == sorted(weights)
-        worst = max((weights[k].double() - result.states[i][k].double()).abs().max().item()
-                    for k in weights)  # fmt: skip
+        weights, loss, val, mid, data = solo(variant, seed, precision, out, cache)
         last_val = result.val_losses[max(result.val_losses)][i].item()  # the run's last check
-        found.append(max(worst, abs(loss - result.losses[-1, i].item()), abs(val - last_val)))
+        assert result.saved[SWITCH][i][1] == data  # where (f) would continue its data
+        switch = result.saved[SWITCH][i][0]
+        found.append(max(largest(weights, result.states[i]), largest(mid, switch),
+                         abs(loss - result.losses[-1, i].item()), abs(val - last_val)))  # fmt: skip
     print(variant, precision, "max abs difference per seed:", found)
     return found
 

@@ -22,6 +22,10 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
   planted facts of its own there), their mean weighted by batch size, as Lightning averages
   LitLM's val/loss.
 
+- weights mid-run: after each step of trainer.save_weights_at, each seed's weights and where
+  its data stood (batches taken, its datamodule's state), as SaveWeightsAt writes
+  model_step<N>.pt and data_step<N>.json for (f) to continue from.
+
 What it leaves to its caller: checkpoints, MLflow and the node folders (the pipeline's wiring:
 docs/training.md, "Seeds bundled").
 """
@@ -57,6 +61,8 @@ class BundleResult:
     losses: torch.Tensor  # [steps, K] each seed's training loss, mean over its micro-batches
     grad_norms: torch.Tensor  # [steps, K] each seed's gradient norm before clipping
     val_losses: dict[int, torch.Tensor]  # step -> [K] each seed's validation loss there
+    # step -> per seed (its weights then, where its data stood: data_step<N>.json's content)
+    saved: dict[int, list[tuple[dict[str, torch.Tensor], dict]]]
 
 
 def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> list[LMDataModule]:
@@ -164,6 +170,7 @@ def train_bundle(
     streams = [batches(m) for m in modules]
     losses, norms, val = [], [], {}
     every = int(cfg.trainer.val_every_n_steps)
+    save_at, saved = {int(x) for x in cfg.trainer.save_weights_at}, {}
     for step in range(total):
         optimizer.zero_grad(set_to_none=True)
         micro = []
@@ -181,6 +188,10 @@ def train_bundle(
         optimizer.step()
         schedule.step()
         losses.append(step_loss)
+        if step + 1 in save_at:  # as SaveWeightsAt: batches taken, the datamodule's state
+            saved[step + 1] = [
+                (bundle.state_dict(i), {"batches_done": (step + 1) * accumulate} | m.state_dict())
+                for i, m in enumerate(modules)]  # fmt: skip
         if (step + 1) % every == 0:
             val[step + 1] = val_losses(bundle, modules[0], cfg.trainer.val_batches, mode, dev)
         if on_step is not None:
@@ -192,6 +203,7 @@ def train_bundle(
         losses=torch.stack(losses).cpu() if losses else torch.empty(0, k),
         grad_norms=torch.stack(norms).cpu() if norms else torch.empty(0, k),
         val_losses=val,
+        saved=saved,
     )
 
 
