@@ -26,7 +26,7 @@ from pathlib import Path
 from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_text
 from ssmax.registration.run import planned
-from ssmax.registration.spec import ROOT, Registration, load
+from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
 from ssmax.report.claims import Claim, claims
 from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.published_file import counts, letter
@@ -192,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ssmax.registration.judge",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
-    parser.add_argument("--registration", type=Path, default=None)
+    parser.add_argument("--registration", type=Path, default=REGISTRATION)
     args = parser.parse_args(argv)
-    reg = load(args.registration) if args.registration else load()
+    reg = load(args.registration)
     text = page(reg)
     if args.check:
         if not PAGE.is_file() or PAGE.read_text() != text:
