@@ -81,14 +81,21 @@ def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
 def inference_only_line(cfg: DictConfig) -> str | None:
     """What a run of an inference-only variant trains: one whose facts say it starts from
     another variant's weights and takes that variant's chain stages as they are (facts.start,
-    facts.inherit: (g), (m)). Its law is 1 at every position up to data.seq_len (max(1, ...) of
-    n / N), all that training sees, so training under it trains the start variant's weights;
-    the pipeline never trains it. Not refused: the weights are what the variant evaluates.
-    None for any other variant."""
+    facts.inherit: (g), (m), (m2), (m3)). Its law is 1 at every position up to data.seq_len
+    (max(1, ...) of n / N), all that training sees, so training under it trains the start
+    variant's weights; the pipeline never trains it. Not refused: the weights are what the
+    variant evaluates. A variant of no length law ((k2): (k) with its RoPE as trained at the
+    evals) trains as its start does. None for any other variant."""
     facts = cfg.variant.facts
     if not facts.start or not facts.inherit:
         return None
     name, start = cfg.variant.name, facts.start["variant"]
+    if cfg.variant.scale == "none":  # no length law: it differs from its start at the evals
+        return (
+            f"variant={name} trains as {start} does: it differs from it only at evaluation "
+            f"(facts.start, facts.inherit), so the pipeline evaluates {start}'s own weights "
+            f"(conf/variant/{name}.yaml)"
+        )
     return (
         f"variant={name} is inference-only: its law (variant.scale={cfg.variant.scale}) is 1 at "
         f"every position up to data.seq_len={cfg.data.seq_len}, so this run trains softmax "

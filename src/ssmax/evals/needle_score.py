@@ -34,9 +34,8 @@ from ssmax.evals.haystack import ANSWER_TOKENS, build_sample, random_needle, tak
 from ssmax.evals.inference import device_autocast, model_device
 from ssmax.evals.niah import greedy_decode, score_answer
 from ssmax.model import Transformer
-from ssmax.model.attention import Attention, law_params
+from ssmax.model.attention import Attention
 from ssmax.model.laws import ADAPTIVE, attention_weights
-from ssmax.model.rotary import apply_rope
 
 
 def _last_row(attn: Attention, args: dict) -> torch.Tensor:
@@ -53,7 +52,7 @@ def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:
     if bsz != 1:
         raise ValueError("needle scores take one prompt at a time")
     q = attn.wq(x[:, -1:]).view(1, 1, attn.n_heads, attn.head_dim).transpose(1, 2)
-    q = apply_rope(q, cos[-1:], sin[-1:])
+    q = attn.rotate(q, cos, sin)  # the last position's angles (NAPE: none)
     rival = attn.general or attn.variant.scale in ADAPTIVE
     if rival:  # the general path's factor (ASEntmax's reads the layer input)
         q = attn.scale_query(q.float(), x[:, -1:], None if term is None else term[-1:])
@@ -61,14 +60,15 @@ def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:
         q = q.float() * attn.multiplier(term[-1:])[None, :, :, None]
     if cache is not None:  # the layer already wrote this call's keys (not yet counted)
         keys = cache.k[layer][:, :, : cache.length + x.shape[1]]
+        if attn.rope_on_read:  # held before RoPE: rotated at this pass's angles (every key's)
+            keys = attn.rotate(keys, cos, sin)
     else:
         k = attn.wk(x).view(1, -1, attn.n_heads, attn.head_dim).transpose(1, 2)
-        keys = apply_rope(k, cos, sin)
+        keys = attn.rotate(k, cos, sin)
     if rival:  # its score law and normaliser, as the layer runs them (laws.attention_weights)
         past = keys.shape[-2] - 1
-        weights = attention_weights(
-            q.double(), keys.double(), past=past, **law_params(attn.variant)
-        )
+        weights = attention_weights(q.double(), keys.double(), past=past,
+                                    **attn.general_params())  # fmt: skip
         return weights[0, :, 0]
     scores = q.double() @ keys.double().transpose(-1, -2) / math.sqrt(attn.head_dim)
     return scores.softmax(-1)[0, :, 0]

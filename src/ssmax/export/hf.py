@@ -4,7 +4,9 @@ The architecture is Llama's (RoPE "rotate half", RMSNorm, SwiGLU, no biases, unt
 every weight maps one to one. Softmax (a) becomes a plain LlamaForCausalLM; every other law a
 SSMaxLlamaForCausalLM (modeling_ssmax.py, shipped in the folder), whose config carries the
 law's parameters: s and b per layer and head, p_n, N and the law's own (laws.PARAMS: beta,
-floor_scale). The laws themselves are ssmax/model/laws.py, shipped in the folder too.
+floor_scale), and how it places positions (p-RoPE, NAPE, YaRN's interpolation, whether the
+evals' theta factor reaches its RoPE). The laws themselves are ssmax/model/laws.py, shipped in
+the folder too.
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ def hf_config(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> Llam
         ssmax_rope_fraction=float(variant.rope_fraction),
         ssmax_rope_base=None if variant.rope_base is None else float(variant.rope_base),
         ssmax_rope_theta0=float(cfg.rope_theta),
+        ssmax_rope_scaled_at_eval=bool(variant.rope_scaled_at_eval),
+        ssmax_positions=variant.positions,
+        ssmax_law_n=variant.law_n,
+        ssmax_rope_scaling=variant.rope_scaling,
+        ssmax_yarn_beta_fast=float(variant.yarn_beta_fast),
+        ssmax_yarn_beta_slow=float(variant.yarn_beta_slow),
+        ssmax_yarn_ramp=variant.yarn_ramp,
     )
 
 
@@ -82,7 +91,8 @@ def plain_softmax(variant: VariantConfig) -> bool:
     """Softmax attention with RoPE as transformers' Llama has it: no law to ship."""
     return (variant.scale == "none" and variant.score_law == "none"
             and variant.normalizer == "softmax" and variant.rope_fraction == 1
-            and variant.rope_base is None)  # fmt: skip
+            and variant.rope_base is None and variant.rope_scaled_at_eval
+            and variant.positions == "rope" and variant.rope_scaling == "none")  # fmt: skip
 
 
 def to_transformers(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> PreTrainedModel:

@@ -17,6 +17,14 @@ config.ssmax_normalizer (entmax: ssmax_alpha), an ADAPTIVE factor (asentmax: per
 self_attn.len_beta / len_gamma projections of the layer's input, ssmax_delta, ssmax_gamma_max),
 and p-RoPE (ssmax_rope_fraction, ssmax_rope_base; its base scaled as theta is, by
 rope_parameters' theta over ssmax_rope_theta0, the trained one).
+
+Issue 60: ssmax_rope_scaled_at_eval false keeps RoPE at the trained theta (ssmax_rope_theta0)
+whatever rope_parameters' theta says; ssmax_positions nape (no rotation, laws.nape_slopes on
+the first half of the heads, the law's factor on the other half); ssmax_law_n pass (a length
+law's n is the forward pass's length L = the last position + 1, per row, for every query:
+YaRN's dynamic scaling); ssmax_rope_scaling yarn_dynamic (laws.yarn_frequencies at s = max(1,
+L / N) of each forward pass: the cache holds keys before RoPE, and every key is rotated at the
+pass's frequencies, its position counted back from the row's last one).
 """
 
 from __future__ import annotations
@@ -32,8 +40,12 @@ try:  # the exported folder: laws.py beside this file (transformers loads it wit
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
+        YARN_PARAMS,
         length_term,
+        nape_scaled,
+        nape_slopes,
         rope_frequencies,
+        yarn_frequencies,
     )
     from .laws import attention as general_attention
 except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/laws.py
@@ -45,8 +57,12 @@ except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/l
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
+        YARN_PARAMS,
         length_term,
+        nape_scaled,
+        nape_slopes,
         rope_frequencies,
+        yarn_frequencies,
     )
     from ssmax.model.laws import attention as general_attention
 
@@ -71,27 +87,68 @@ class SSMaxLlamaConfig(LlamaConfig):
     ssmax_rope_fraction: float = 1.0  # p-RoPE: the fraction of rotary pairs that turn
     ssmax_rope_base: float | None = None  # p-RoPE's base (None: rope_theta's spacing)
     ssmax_rope_theta0: float | None = None  # the trained theta (None: rope_theta as it is)
+    ssmax_rope_scaled_at_eval: bool = True  # false: RoPE at ssmax_rope_theta0 whatever theta
+    ssmax_positions: str = "rope"  # or nape (laws.nape_slopes)
+    ssmax_law_n: str = "query"  # or pass: n = the forward pass's length for every query
+    ssmax_rope_scaling: str = "none"  # or yarn_dynamic (laws.yarn_frequencies)
+    ssmax_yarn_beta_fast: float = 32.0  # yarn_dynamic only
+    ssmax_yarn_beta_slow: float = 1.0  # yarn_dynamic only
+    ssmax_yarn_ramp: str = "index"  # yarn_dynamic only
 
 
 def general(cfg: SSMaxLlamaConfig) -> bool:
     """Whether attention runs laws.py's general path rather than transformers' own."""
     return (cfg.ssmax_score_law != "none" or cfg.ssmax_normalizer != "softmax"
-            or cfg.ssmax_law in ADAPTIVE)  # fmt: skip
+            or cfg.ssmax_law in ADAPTIVE or cfg.ssmax_positions != "rope")  # fmt: skip
+
+
+def own_rope(cfg: SSMaxLlamaConfig) -> bool:
+    """Whether RoPE is this file's (SSMaxRotaryEmbedding) rather than transformers' default."""
+    return (cfg.ssmax_rope_fraction != 1 or cfg.ssmax_rope_base is not None
+            or not cfg.ssmax_rope_scaled_at_eval or cfg.ssmax_rope_scaling != "none")  # fmt: skip
+
+
+def rope_theta(config: SSMaxLlamaConfig) -> float:
+    """The theta RoPE runs at: rope_parameters', or the trained one where the evals' factor
+    does not reach this law (ssmax_rope_scaled_at_eval false)."""
+    theta = config.rope_parameters["rope_theta"]
+    if not config.ssmax_rope_scaled_at_eval:
+        return config.ssmax_rope_theta0 or theta
+    return theta
 
 
 class SSMaxRotaryEmbedding(llama.LlamaRotaryEmbedding):
-    """p-RoPE: laws.rope_frequencies in place of theta^(-2j/d) (transformers' default rope)."""
+    """p-RoPE (laws.rope_frequencies in place of theta^(-2j/d), transformers' default rope),
+    the trained theta (ssmax_rope_scaled_at_eval false), or YaRN's interpolation at each
+    forward pass's s = max(1, L / N), L the row's last position + 1 (laws.yarn_frequencies:
+    float64, then float32 as transformers' frequencies are, angles in float32 as theirs)."""
 
     @staticmethod
     def compute_default_rope_parameters(
         config: SSMaxLlamaConfig, **_
     ) -> tuple[torch.Tensor, float]:
-        theta = config.rope_parameters["rope_theta"]
+        theta = rope_theta(config)
         head_dim = config.hidden_size // config.num_attention_heads
         scale = theta / (config.ssmax_rope_theta0 or theta)
         freqs = rope_frequencies(head_dim, theta, rope_fraction=config.ssmax_rope_fraction,
                                  rope_base=config.ssmax_rope_base, theta_scale=scale)  # fmt: skip
         return freqs.float(), 1.0
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple:
+        cfg = self.config
+        if cfg.ssmax_rope_scaling == "none":
+            return super().forward(x, position_ids)
+        head_dim = cfg.hidden_size // cfg.num_attention_heads
+        params = {name: getattr(cfg, f"ssmax_{name}") for name in YARN_PARAMS}
+        lengths = (position_ids[:, -1] + 1).tolist()  # each row's L: its last position + 1
+        inv_freq = torch.stack([
+            yarn_frequencies(head_dim, rope_theta(cfg), scale=max(1.0, n / cfg.ssmax_train_len),
+                             train_len=cfg.ssmax_train_len, **params).float()
+            for n in lengths
+        ]).to(x.device)  # fmt: skip
+        freqs = position_ids[..., None].float() * inv_freq[:, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
 
 
 class SSMaxLlamaAttention(llama.LlamaAttention):
@@ -100,18 +157,35 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
 
     def __init__(self, config: SSMaxLlamaConfig, layer_idx: int) -> None:
         super().__init__(config, layer_idx)
+        heads = config.num_attention_heads
+        self.nape = config.ssmax_positions == "nape"
+        # the heads the law's factor multiplies (the last ones): all, or NAPE's NoPE heads
+        self.scaled_heads = nape_scaled(heads) if self.nape else heads
         if config.ssmax_law in ADAPTIVE:  # ASEntmax: its factor's two logits per head
-            heads = config.num_attention_heads
-            self.len_beta = torch.nn.Linear(config.hidden_size, heads, bias=True)
-            self.len_gamma = torch.nn.Linear(config.hidden_size, heads, bias=True)
+            self.len_beta = torch.nn.Linear(config.hidden_size, self.scaled_heads, bias=True)
+            self.len_gamma = torch.nn.Linear(config.hidden_size, self.scaled_heads, bias=True)
+        if config.ssmax_rope_scaling != "none":  # the keys' angles at each pass's frequencies
+            self.key_rotary = SSMaxRotaryEmbedding(config)
+
+    def keys_seen(self, position_ids: torch.Tensor) -> torch.Tensor:
+        """n of each query [batch, positions]: position + 1, or (ssmax_law_n pass) the
+        forward pass's length, the row's last position + 1, for every query."""
+        if self.config.ssmax_law_n == "pass":
+            return (position_ids[:, -1:] + 1).expand_as(position_ids)
+        return position_ids + 1
 
     def adaptive(self, position_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """An ADAPTIVE law's m [batch, heads, positions, 1] from the layer's input."""
+        """An ADAPTIVE law's m [batch, heads, positions, 1] from the layer's input (1 on the
+        heads it does not scale: NAPE's ALiBi heads)."""
         cfg = self.config
-        term = length_term(cfg.ssmax_law, position_ids + 1, train_len=cfg.ssmax_train_len)
+        term = length_term(cfg.ssmax_law, self.keys_seen(position_ids),
+                           train_len=cfg.ssmax_train_len)  # fmt: skip
         params = {name: getattr(cfg, f"ssmax_{name}") for name in ADAPTIVE_PARAMS}
         m = ADAPTIVE[cfg.ssmax_law](term[..., None], self.len_beta(hidden),
                                     self.len_gamma(hidden), **params)  # fmt: skip
+        if self.scaled_heads < cfg.num_attention_heads:
+            ones = m.new_ones(*m.shape[:-1], cfg.num_attention_heads - self.scaled_heads)
+            m = torch.cat([ones, m], dim=-1)
         return m.transpose(1, 2)[..., None]
 
     def multiplier(self, position_ids: torch.Tensor) -> torch.Tensor:
@@ -122,9 +196,8 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
         p_n = cfg.ssmax_p_n
         p_n = None if p_n is None else torch.tensor(p_n, dtype=torch.float32, device=device)
         params = {name: getattr(cfg, f"ssmax_{name}") for name in PARAMS}
-        term = length_term(
-            cfg.ssmax_law, position_ids + 1, train_len=cfg.ssmax_train_len, p_n=p_n, **params
-        )
+        term = length_term(cfg.ssmax_law, self.keys_seen(position_ids),
+                           train_len=cfg.ssmax_train_len, p_n=p_n, **params)  # fmt: skip
         m = s[None, :, None] * term[:, None, :]
         if cfg.ssmax_b:
             m = m + torch.tensor(cfg.ssmax_b[i], dtype=torch.float32, device=device)[None, :, None]
@@ -143,8 +216,13 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
         q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-        q, k = llama.apply_rotary_pos_emb(q, k, *position_embeddings)
         cfg, position_ids = self.config, kwargs["position_ids"]
+        on_read = cfg.ssmax_rope_scaling != "none"  # keys rotated after the cache
+        if on_read:
+            cos, sin = position_embeddings
+            q = q * cos.unsqueeze(1) + llama.rotate_half(q) * sin.unsqueeze(1)
+        elif not self.nape:  # NAPE rotates no head
+            q, k = llama.apply_rotary_pos_emb(q, k, *position_embeddings)
         if cfg.ssmax_law in ADAPTIVE:
             m = self.adaptive(position_ids, hidden_states)
             q = (q.to(m.dtype) * m).to(v.dtype)
@@ -152,6 +230,11 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             q = (q.float() * self.multiplier(position_ids)).to(v.dtype)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
+        if on_read:  # each slot's position counted back from the row's last one
+            slots = torch.arange(k.shape[-2], device=k.device)
+            keys = position_ids[:, -1:] - (k.shape[-2] - 1 - slots)[None, :]
+            cos, sin = self.key_rotary(v, keys)
+            k = k * cos.unsqueeze(1) + llama.rotate_half(k) * sin.unsqueeze(1)
         if general(cfg):  # distances and the causal mask by cache slot; padding from the mask
             keep = None
             if isinstance(attention_mask, torch.Tensor):
@@ -159,6 +242,8 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
                 keep = mask if mask.dtype == torch.bool else mask == 0
             names = (*SCORE_PARAMS, *NORMALIZER_PARAMS)
             params = {name: getattr(cfg, f"ssmax_{name}") for name in names}
+            if self.nape:
+                params["alibi"] = nape_slopes(cfg.num_attention_heads, device=q.device)
             out = general_attention(q, k, v, past=k.shape[-2] - q.shape[-2], keep=keep,
                             score_law=cfg.ssmax_score_law, normalizer=cfg.ssmax_normalizer,
                             **params)  # fmt: skip
@@ -182,6 +267,6 @@ class SSMaxLlamaForCausalLM(LlamaForCausalLM):
         super().__init__(config)
         for i, layer in enumerate(self.model.layers):  # same weights, the law added
             layer.self_attn = SSMaxLlamaAttention(config, i)
-        if config.ssmax_rope_fraction != 1 or config.ssmax_rope_base is not None:
+        if own_rope(config):
             self.model.rotary_emb = SSMaxRotaryEmbedding(config)
         self.post_init()

@@ -27,12 +27,17 @@ score_mod where it runs fused: a compiled forward on CUDA, softmax only), issue 
     scale_invariant   each score by its distance t = i - j: a_t S + m_t (variant.score_law)
     entmax            alpha-entmax in place of softmax (variant.normalizer)
     asentmax          a factor that reads the layer's input (laws.ADAPTIVE), with entmax
+    positions=nape    NAPE (ASEntmax's authors' positions): no rotation, half the heads ALiBi
+                      (laws.nape_slopes), the law's factor on the other half only
 
 The query-factor laws keep the fused SDPA path (variant.path=auto); variant.path=explicit or
 flex sends any law through the general path.
 
 n is the number of keys the query attends to: position + 1 under the causal mask, which is
-also the cache length when decoding with a KV cache.
+also the cache length when decoding with a KV cache; or, under variant.law_n=pass (YaRN's
+dynamic scaling), the forward pass's length L for every query. Under variant.rope_scaling (YaRN's
+interpolation by s = max(1, L / N)) the rotary frequencies change with L, so the cache holds
+keys before RoPE and every key is rotated at the pass's frequencies when read (``rope_on_read``).
 """
 
 from __future__ import annotations
@@ -54,7 +59,10 @@ from ssmax.model.laws import (
     PARAMS,
     SCORE_LAWS,
     SCORE_PARAMS,
+    YARN_RAMPS,
     length_term,
+    nape_scaled,
+    nape_slopes,
     score_mod,
 )
 from ssmax.model.laws import attention as explicit_attention
@@ -62,6 +70,9 @@ from ssmax.model.rotary import apply_rope
 
 SCALES = ("none", *LAWS)
 PATHS = ("auto", "sdpa", "explicit", "flex")  # variant.path: how attention is computed
+POSITIONS = ("rope", "nape")  # variant.positions: RoPE on every head, or NAPE (laws.nape_slopes)
+LAW_N = ("query", "pass")  # variant.law_n: the n of a length law (laws' module docstring)
+ROPE_SCALINGS = ("none", "yarn_dynamic")  # variant.rope_scaling: the frequencies by L / N
 
 
 @dataclass
@@ -95,6 +106,23 @@ class VariantConfig:
     rope_fraction: float = field(default=1.0, metadata={"gt": 0, "le": 1})  # pairs that turn
     rope_base: float | None = field(default=None, metadata={"gt": 0})  # null: theta spacing
     path: str = field(default="auto", metadata={"choices": PATHS})  # auto: SDPA where it can
+    # issue 60, each rival as its own paper runs it (docs/rival-laws.md); the defaults are what
+    # every law did before. Whether the evals' theta factor (pipeline.rope_factor, x50) reaches
+    # this variant's RoPE (and p-RoPE's base); false: its rotary frequencies stay as trained
+    rope_scaled_at_eval: bool = True
+    # the positions: RoPE on every head, or nape (ASEntmax's NAPE: no rotation, the first half
+    # of the heads ALiBi with slopes 1, 1/2, ..., the rest NoPE, the law's factor on those only)
+    positions: str = field(default="rope", metadata={"choices": POSITIONS})
+    # a length law's n: query (the keys query i sees, n_i = i + 1) or pass (the forward pass's
+    # length L for every query: YaRN's dynamic scaling, one s = max(1, L / N) a pass)
+    law_n: str = field(default="query", metadata={"choices": LAW_N})
+    # yarn_dynamic: YaRN's NTK-by-parts interpolation of the rotary frequencies by s = max(1, L /
+    # N) of each forward pass (laws.yarn_frequencies); replaces the evals' theta factor
+    rope_scaling: str = field(default="none", metadata={"choices": ROPE_SCALINGS})
+    yarn_beta_fast: float = field(default=32.0, metadata={"gt": 0})  # YaRN's beta: pairs kept
+    yarn_beta_slow: float = field(default=1.0, metadata={"gt": 0})  # YaRN's alpha: interpolated
+    # the ramp between them: index (the authors' code, transformers') or ratio (Sec. 3.2's)
+    yarn_ramp: str = field(default="index", metadata={"choices": YARN_RAMPS})
 
 
 def inv_mean_log_n(train_len: int) -> float:
@@ -113,7 +141,8 @@ def general(variant: VariantConfig) -> bool:
     a score law or a normaliser SDPA does not have, or variant.path asks for it."""
     if variant.path in ("explicit", "flex"):
         return True
-    return variant.score_law != "none" or variant.normalizer != "softmax"
+    return (variant.score_law != "none" or variant.normalizer != "softmax"
+            or variant.positions != "rope")  # fmt: skip
 
 
 def law_params(variant: VariantConfig) -> dict[str, float]:
@@ -143,9 +172,19 @@ class Attention(nn.Module):
         self.wv = nn.Linear(dim, dim, bias=False)
         self.wo = nn.Linear(dim, dim, bias=False)
         self.general = general(variant)
+        self.nape = variant.positions == "nape"  # no rotation; ALiBi slopes (0: NoPE heads)
+        self.rope_on_read = variant.rope_scaling != "none"  # the cache holds keys before RoPE
+        # the heads the law's factor multiplies (the last ones): all, or NAPE's NoPE heads
+        self.scaled_heads = nape_scaled(n_heads) if self.nape else n_heads
+        if self.nape:
+            if variant.scale not in ("none", *ADAPTIVE):
+                raise ValueError(f"variant.positions='nape' scales its NoPE heads by a law of "
+                                 f"the input ({', '.join(ADAPTIVE)}) or none, not "
+                                 f"variant.scale={variant.scale!r}")  # fmt: skip
+            self.register_buffer("alibi", nape_slopes(n_heads), persistent=False)
         if variant.scale in ADAPTIVE:  # ASEntmax: its factor's two logits per head, from x
-            self.len_beta = nn.Linear(dim, n_heads, bias=True)
-            self.len_gamma = nn.Linear(dim, n_heads, bias=True)
+            self.len_beta = nn.Linear(dim, self.scaled_heads, bias=True)
+            self.len_gamma = nn.Linear(dim, self.scaled_heads, bias=True)
             nn.init.zeros_(self.len_beta.bias)
             nn.init.zeros_(self.len_gamma.bias)
         elif variant.scale != "none":
@@ -156,6 +195,18 @@ class Attention(nn.Module):
                 self.register_buffer("s", s, persistent=False)
         if variant.bias:
             self.b = nn.Parameter(torch.full((n_heads,), float(variant.b_init)))
+
+    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x [B, H, T, D] rotated by RoPE at the last T of the given angles (none under NAPE)."""
+        t = x.shape[-2]
+        return x if self.nape else apply_rope(x, cos[-t:], sin[-t:])
+
+    def general_params(self) -> dict[str, object]:
+        """laws.attention's keywords for this layer: the variant's law, and NAPE's slopes."""
+        params = law_params(self.variant)
+        if self.nape:
+            params["alibi"] = self.alibi
+        return params
 
     def multiplier(self, term: torch.Tensor) -> torch.Tensor:
         """m[h, t] = s_h * term_t (+ b_h), float32."""
@@ -173,7 +224,10 @@ class Attention(nn.Module):
             params = {name: getattr(self.variant, name) for name in ADAPTIVE_PARAMS}
             m = ADAPTIVE[self.variant.scale](
                 term[None, :, None], self.len_beta(x), self.len_gamma(x), **params
-            )  # [B, T, H]
+            )  # [B, T, H] (NAPE: its NoPE heads, the last ones)
+            if self.scaled_heads < self.n_heads:  # the other heads keep their q
+                ones = m.new_ones(*m.shape[:-1], self.n_heads - self.scaled_heads)
+                m = torch.cat([ones, m], dim=-1)
             return (q.to(m.dtype) * m.transpose(1, 2)[..., None]).to(q.dtype)
         return (q.float() * self.multiplier(term)[None, :, :, None]).to(q.dtype)
 
@@ -185,7 +239,7 @@ class Attention(nn.Module):
         Under auto, a chunk appended to a KV cache (past > 0) takes the explicit kernel:
         inductor's FlexAttention kernel for one query row after a symbolic past failed to
         compile on an H100 (torch 2.11; docs/rival-laws.md)."""
-        params = law_params(self.variant)
+        params = self.general_params()
         flex = self.variant.path == "flex" or (
             self.variant.path == "auto"
             and q.is_cuda
@@ -197,7 +251,8 @@ class Attention(nn.Module):
             from torch.nn.attention.flex_attention import flex_attention
 
             score_params = {name: params[name] for name in SCORE_PARAMS}
-            mod = score_mod(params["score_law"], past, q.device, **score_params)
+            mod = score_mod(params["score_law"], past, q.device, params.get("alibi"),
+                            **score_params)  # fmt: skip
             return flex_attention(q, k.to(q.dtype), v.to(q.dtype), score_mod=mod)
         return explicit_attention(q, k, v, past=past, **params)
 
@@ -210,18 +265,25 @@ class Attention(nn.Module):
         cache: KVCache | None = None,
         layer: int = 0,
     ) -> torch.Tensor:
+        """x [B, T, dim]; cos, sin [T or more, head_dim] (the last T rows are x's positions);
+        term [T] (the law's, or None)."""
         bsz, t, dim = x.shape
         q, k, v = (
             w(x).view(bsz, t, self.n_heads, self.head_dim).transpose(1, 2)
             for w in (self.wq, self.wk, self.wv)
         )
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # cos, sin: the angles of this call's positions, or under rope_on_read of every key's
+        q = self.rotate(q, cos, sin)
+        if not self.rope_on_read:
+            k = self.rotate(k, cos, sin)
         if self.general or self.variant.scale in ADAPTIVE:
             q = self.scale_query(q, x, term).to(v.dtype)
             past = 0
             if cache is not None:
                 past = cache.length
                 k, v = cache.update(layer, k, v)
+            if self.rope_on_read:  # every key at this pass's frequencies
+                k = self.rotate(k, cos, sin)
             y = self.general_attention(q, k, v, past)
             return self.wo(y.transpose(1, 2).reshape(bsz, t, dim))
         if term is not None:
@@ -230,6 +292,8 @@ class Attention(nn.Module):
         if cache is not None:
             past = cache.length
             k, v = cache.update(layer, k, v)
+        if self.rope_on_read:  # every key at this pass's frequencies
+            k = self.rotate(k, cos, sin)
         if t == 1:  # one new token sees every key held and its own
             y = F.scaled_dot_product_attention(q, k, v)
         elif past == 0:  # (plain Python branches: a compiled forward guards on them)

@@ -29,9 +29,16 @@ transform, normaliser, weights @ V; the model's FlexAttention path calls ``score
       scale_invariant   a_t S + m_t, a_t = sqrt(2 log(1 + t / tau) + 1), m_t = -2 log(1 + t / tau)
     NORMALIZERS  softmax, or alpha-entmax (``entmax``: bisection, closed-form gradient)
     rope_frequencies    p-RoPE: only a fraction of the rotary frequencies turn
+    nape_slopes  NAPE (ASEntmax's positions): the first half of the heads ALiBi, -slope_h * t
+                 added to each score (slopes 1, 1/2, ...), the other half NoPE; no rotation
+    yarn_frequencies    YaRN's NTK-by-parts interpolation of the rotary frequencies by s
 
 Their parameters are variant fields too: SCORE_PARAMS, NORMALIZER_PARAMS, ADAPTIVE_PARAMS,
-ROPE_PARAMS (config.json's ssmax_<name>).
+ROPE_PARAMS, YARN_PARAMS (config.json's ssmax_<name>).
+
+A length law's n is, per variant (its law_n), the keys each query sees (n_i = i + 1, the
+paper's), or the forward pass's length L for every query of the pass (YaRN's dynamic scaling:
+one s = max(1, L / N) a pass; under a KV cache, the cache length with the pass's tokens).
 """
 
 from __future__ import annotations
@@ -208,13 +215,15 @@ def attention_weights(
     score_law: str = "none",
     normalizer: str = "softmax",
     keep: torch.Tensor | None = None,
+    alibi: torch.Tensor | None = None,
     **params: float,
 ) -> torch.Tensor:
     """Causal attention weights [..., T, past + T] of queries [..., T, D] at positions past ..
     past + T - 1 over keys [..., past + T, D] at 0 .. past + T - 1: scores q k / sqrt(d) (at
-    least float32), the score law on each by its distance t = i - j, the future masked (-inf)
-    and where ``keep`` (bool, broadcast to the scores) is False (padding), then the normaliser.
-    q carries its factor m_i already."""
+    least float32), the score law on each by its distance t = i - j, ALiBi's -alibi_h * t
+    (``alibi``: one slope per head, the heads the third axis from the end; 0: none), the future
+    masked (-inf) and where ``keep`` (bool, broadcast to the scores) is False (padding), then
+    the normaliser. q carries its factor m_i already."""
     dtype = torch.promote_types(q.dtype, torch.float32)
     scores = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)).to(dtype)  # (bf16 under autocast)
     scores = scores * (1.0 / math.sqrt(q.shape[-1]))
@@ -225,6 +234,8 @@ def attention_weights(
         scores = SCORE_LAWS[score_law](
             scores, t.clamp(min=0).to(dtype), **_only(params, SCORE_PARAMS)
         )
+    if alibi is not None:  # NAPE's ALiBi heads (nape_slopes; 0 on its NoPE heads)
+        scores = scores - alibi.to(dtype)[:, None, None] * t.clamp(min=0).to(dtype)
     drop = t < 0 if keep is None else (t < 0) | ~keep
     scores = scores.masked_fill(drop, float("-inf"))
     weights = NORMALIZERS[normalizer](scores, **_only(params, NORMALIZER_PARAMS))
@@ -255,12 +266,16 @@ def attention(
 
 
 def score_mod(
-    score_law: str, past: int | torch.Tensor, device: torch.device, **params: float
+    score_law: str,
+    past: int | torch.Tensor,
+    device: torch.device,
+    alibi: torch.Tensor | None = None,
+    **params: float,
 ) -> Callable[..., torch.Tensor]:
-    """The same score law and causal mask as a FlexAttention score_mod (query index q_idx is at
-    position past + q_idx). The law's parameters are captured as 0-d tensors on ``device``:
-    flex_attention takes tensors and ints from its closure, not floats, and a compile with
-    dynamic shapes makes a float attribute a symbolic float."""
+    """The same score law, ALiBi slopes (per head) and causal mask as a FlexAttention score_mod
+    (query index q_idx is at position past + q_idx). The law's parameters are captured as 0-d
+    tensors on ``device``: flex_attention takes tensors and ints from its closure, not floats,
+    and a compile with dynamic shapes makes a float attribute a symbolic float."""
     law = SCORE_LAWS.get(score_law)
     mine = {k: torch.tensor(v, device=device) for k, v in _only(params, SCORE_PARAMS).items()}
 
@@ -268,6 +283,8 @@ def score_mod(
         t = q_idx + past - kv_idx
         if law is not None:
             score = law(score, t.clamp(min=0).to(score.dtype), **mine)
+        if alibi is not None:
+            score = score - alibi[h].to(score.dtype) * t.clamp(min=0).to(score.dtype)
         return torch.where(t >= 0, score, float("-inf"))
 
     return mod
@@ -308,3 +325,72 @@ def rope_frequencies(
         kept = max(round(rope_fraction * half), 1)
         freq = torch.where(j < kept, freq, torch.zeros_like(freq))
     return freq
+
+
+# ---------------------------------------------------------------- NAPE (ASEntmax's positions)
+def nape_slopes(n_heads: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """NAPE's ALiBi slope of each head, float32 (Vasylenko et al. 2026; deep-spin/asentmax,
+    get_nape_slopes with its defaults, alibi_num_heads = H // 2, slope_type "linear"): the
+    first H // 2 heads 1, 1/2, ..., 1/(H // 2); the other heads NoPE, slope 0. No head is
+    rotated; the length law's factor multiplies the NoPE heads only (nape_scaled)."""
+    alibi = n_heads // 2
+    h = torch.arange(n_heads, dtype=torch.float32, device=device)
+    return torch.where(h < alibi, 1.0 / (h + 1), torch.zeros_like(h))
+
+
+def nape_scaled(n_heads: int) -> int:
+    """How many heads, the last ones (NAPE's NoPE heads), the length law's factor multiplies."""
+    return n_heads - n_heads // 2
+
+
+# ---------------------------------------------------------------- YaRN's interpolation
+YARN_PARAMS = ("yarn_beta_fast", "yarn_beta_slow", "yarn_ramp")
+YARN_RAMPS = ("index", "ratio")
+
+
+def yarn_frequencies(
+    head_dim: int,
+    theta: float,
+    *,
+    scale: float | torch.Tensor,
+    train_len: int,
+    yarn_beta_fast: float = 32.0,
+    yarn_beta_slow: float = 1.0,
+    yarn_ramp: str = "index",
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """YaRN's "NTK-by-parts" frequency of each rotary pair j < head_dim / 2, float64 (Peng et
+    al. 2023, Sec. 3.2): h(theta_j) = (1 - gamma_j) theta_j / s + gamma_j theta_j, theta_j =
+    theta^(-2j/d); gamma_j 1 keeps a pair (no interpolation), 0 divides it by s (position
+    interpolation). ``yarn_ramp``:
+
+    index  the authors' code (jquesnelle/yarn, find_correction_range) and transformers'
+           _compute_yarn_parameters (truncate, its default): gamma_j = 1 - clamp((j - lo) /
+           (hi - lo), 0, 1), lo = floor(d(beta_fast)), hi = ceil(d(beta_slow)) clamped to
+           [0, d - 1], d(r) = d ln(N / (2 pi r)) / (2 ln theta) the pair whose wavelength fits
+           r times in N
+    ratio  the paper's Sec. 3.2: gamma_j = clamp((r_j - alpha) / (beta - alpha), 0, 1), r_j =
+           N / lambda_j = N theta_j / (2 pi), alpha = beta_slow, beta = beta_fast
+
+    s = 1 gives RoPE's frequencies."""
+    half = head_dim // 2
+    j = torch.arange(half, dtype=torch.float64, device=device)
+    extrapolated = theta ** (-2 * j / head_dim)
+    interpolated = extrapolated / scale
+    if yarn_ramp == "index":
+
+        def pair(rotations: float) -> float:
+            return head_dim * math.log(train_len / (rotations * 2 * math.pi)) / (
+                2 * math.log(theta))  # fmt: skip
+
+        lo = max(math.floor(pair(yarn_beta_fast)), 0)
+        hi = min(math.ceil(pair(yarn_beta_slow)), head_dim - 1)
+        if lo == hi:
+            hi += 0.001  # transformers' and the authors' guard against 0 / 0
+        keep = 1 - ((j - lo) / (hi - lo)).clamp(0, 1)
+    elif yarn_ramp == "ratio":
+        r = train_len * extrapolated / (2 * math.pi)
+        keep = ((r - yarn_beta_slow) / (yarn_beta_fast - yarn_beta_slow)).clamp(0, 1)
+    else:
+        raise ValueError(f"yarn_ramp={yarn_ramp!r}; allowed: {', '.join(YARN_RAMPS)}")
+    return interpolated * (1 - keep) + extrapolated * keep

@@ -10,7 +10,7 @@ from torch import nn
 
 from ssmax.model.attention import Attention, VariantConfig, variant_term
 from ssmax.model.cache import KVCache
-from ssmax.model.laws import rope_frequencies
+from ssmax.model.laws import YARN_PARAMS, rope_frequencies, yarn_frequencies
 from ssmax.model.rotary import rope_angles
 
 
@@ -105,26 +105,47 @@ class Transformer(nn.Module):
             dtype=dtype or weight.dtype,
         )
 
-    def rope(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rope(
+        self, positions: torch.Tensor, length: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin at these positions: RoPE at the model's theta, or the variant's p-RoPE
-        (laws.rope_frequencies; its base scaled as theta is, by rope_theta / the trained one)."""
+        (laws.rope_frequencies; its base scaled as theta is, by rope_theta / the trained one),
+        or YaRN's interpolation by s = max(1, length / N) (variant.rope_scaling; length: the
+        forward pass's, default the last position + 1). Under variant.rope_scaled_at_eval=false
+        the evals' theta factor (ssmax.evals.scaled_rope_theta) does not reach them."""
         v = self.variant
+        theta = self.rope_theta if v.rope_scaled_at_eval else float(self.cfg.rope_theta)
+        if v.rope_scaling == "yarn_dynamic":
+            length = int(positions[-1]) + 1 if length is None else length
+            freqs = yarn_frequencies(
+                self.head_dim, theta, scale=max(1.0, length / self.train_len),
+                train_len=self.train_len, device=positions.device,
+                **{name: getattr(v, name) for name in YARN_PARAMS},
+            )  # fmt: skip
+            return rope_angles(positions, self.head_dim, theta, freqs=freqs)
         if v.rope_fraction == 1 and v.rope_base is None:
-            return rope_angles(positions, self.head_dim, self.rope_theta)
+            return rope_angles(positions, self.head_dim, theta)
         freqs = rope_frequencies(
-            self.head_dim, self.rope_theta, rope_fraction=v.rope_fraction,
-            rope_base=v.rope_base, theta_scale=self.rope_theta / float(self.cfg.rope_theta),
+            self.head_dim, theta, rope_fraction=v.rope_fraction,
+            rope_base=v.rope_base, theta_scale=theta / float(self.cfg.rope_theta),
             device=positions.device,
         )  # fmt: skip
-        return rope_angles(positions, self.head_dim, self.rope_theta, freqs=freqs)
+        return rope_angles(positions, self.head_dim, theta, freqs=freqs)
 
     def hidden(self, input_ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         """Final normalised hidden states [B, T, dim]; with a cache, input_ids continue it."""
         t = input_ids.shape[1]
         past = cache.length if cache is not None else 0
         positions = torch.arange(past, past + t, device=input_ids.device)
-        cos, sin = self.rope(positions)
-        n = positions + 1  # keys seen by each query under the causal mask
+        if self.variant.rope_scaling != "none":  # the frequencies of this pass, for every key
+            keys = torch.arange(past + t, device=input_ids.device)
+            cos, sin = self.rope(keys, length=past + t)
+        else:
+            cos, sin = self.rope(positions)
+        # n: the keys each query sees under the causal mask, or (law_n pass: YaRN's dynamic
+        # scaling) the pass's length for every query
+        whole = self.variant.law_n == "pass"
+        n = torch.full_like(positions, past + t) if whole else positions + 1
         term = variant_term(self.variant, n, getattr(self, "p_n", None), self.train_len)
         x = self.tok_emb(input_ids)
         for i, block in enumerate(self.layers):

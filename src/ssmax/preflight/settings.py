@@ -81,6 +81,42 @@ def _check_path(v: DictConfig, accelerator: str) -> None:
         )
 
 
+def _check_positions(v: DictConfig) -> None:
+    """NAPE and YaRN's interpolation (issue 60) against the rest of the variant."""
+    if v.positions == "nape":
+        require(
+            v.scale in ("none", *ADAPTIVE),
+            f"variant.positions='nape' scales its NoPE heads by a law of the input "
+            f"({', '.join(ADAPTIVE)}) or none, not variant.scale={v.scale!r}",
+        )
+        require(
+            v.path != "sdpa",
+            "variant.path='sdpa' cannot run variant.positions='nape' (its ALiBi heads add a bias "
+            "to each score); allowed with it: 'auto', 'explicit', 'flex'",
+        )
+        require(
+            v.rope_scaling == "none" and v.rope_fraction == 1 and v.rope_base is None,
+            "variant.positions='nape' rotates no head: variant.rope_scaling must be 'none', "
+            "variant.rope_fraction 1 and variant.rope_base null",
+        )
+    if v.rope_scaling != "none":
+        require(
+            not v.rope_scaled_at_eval,
+            f"variant.rope_scaling={v.rope_scaling!r} replaces the evals' theta factor: set "
+            "variant.rope_scaled_at_eval=false (it would get both)",
+        )
+        require(
+            v.rope_fraction == 1 and v.rope_base is None,
+            f"variant.rope_scaling={v.rope_scaling!r} interpolates RoPE's theta spacing: "
+            "variant.rope_fraction must be 1 and variant.rope_base null",
+        )
+        require(
+            v.yarn_beta_fast > v.yarn_beta_slow,
+            f"variant.yarn_beta_fast={v.yarn_beta_fast} must be > variant.yarn_beta_slow="
+            f"{v.yarn_beta_slow} (YaRN's beta > alpha)",
+        )
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise ConfigError on the first bad setting: a field outside its schema rule (ranges,
     choices: ssmax.config.schema), then the rules between fields."""
@@ -107,6 +143,7 @@ def validate(cfg: DictConfig) -> None:
         f"variant.s_init={v.s_init!r}; allowed: a number or 'inv_mean_log_n'",
     )
     _check_path(v, cfg.trainer.accelerator)
+    _check_positions(v)
     for stage in OBJECTIVES:
         _check_batch(cfg, stage)
     d = cfg.data
