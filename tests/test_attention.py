@@ -82,24 +82,38 @@ def entmax_reference(z: list[float], alpha: float) -> list[float]:
 def asentmax_factor_reference(v: VariantConfig, attn: Attention, x: torch.Tensor, h: int,
                               n: int) -> float:  # fmt: skip
     """ASEntmax's m of head h for one layer input x [dim] (Vasylenko et al. 2026; its code's
-    adapt-softplus-tanh): delta + softplus(w_b x + c_b) log(n + 1)^(gamma_max tanh(w_g x + c_g))."""
+    adapt-softplus-tanh): delta + softplus(w_b x + c_b) log(n + 1)^(gamma_max tanh(w_g x + c_g)).
+    Under NAPE only the NoPE heads, the last H - H // 2, are scaled (its num_scaled_heads), by
+    projections of that many rows; the ALiBi heads' m is 1."""
+    if v.positions == "nape":
+        if h < attn.n_heads // 2:
+            return 1.0
+        h -= attn.n_heads // 2
     x = x.detach()
     wb = float(attn.len_beta.weight[h].detach() @ x + attn.len_beta.bias[h].detach())
     wg = float(attn.len_gamma.weight[h].detach() @ x + attn.len_gamma.bias[h].detach())
     return v.delta + math.log1p(math.exp(wb)) * math.log(n + 1) ** (v.gamma_max * math.tanh(wg))
 
 
-def weights_reference(v: VariantConfig, row: torch.Tensor, i: int) -> torch.Tensor:
+def nape_slope_reference(v: VariantConfig, h: int, heads: int) -> float:
+    """NAPE's ALiBi slope of head h (deep-spin/asentmax, get_nape_slopes, "linear", H // 2 ALiBi
+    heads first): 1 / (h + 1) on the first H // 2 heads, 0 (NoPE) on the rest; 0 without NAPE."""
+    return 1 / (h + 1) if v.positions == "nape" and h < heads // 2 else 0.0
+
+
+def weights_reference(v: VariantConfig, row: torch.Tensor, i: int,
+                      slope: float = 0.0) -> torch.Tensor:  # fmt: skip
     """One query's weights over keys 0..len(row)-1 from its scores (float64): the score law by
-    distance i - j, the causal mask, then softmax or entmax."""
+    distance i - j, ALiBi's -slope (i - j) (its code's bias slope * (j - i)), the causal mask,
+    then softmax or entmax."""
     scores = []
     for j, score in enumerate(row.tolist()):
         if j > i:
             scores.append(float("-inf"))
         elif v.score_law == "scale_invariant":
-            scores.append(scale_invariant_reference(score, i - j, v.tau))
+            scores.append(scale_invariant_reference(score, i - j, v.tau) - slope * (i - j))
         else:
-            scores.append(score)
+            scores.append(score - slope * (i - j))
     if v.normalizer == "entmax":
         return torch.tensor(entmax_reference(scores, v.alpha), dtype=torch.float64)
     return torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=-1)
@@ -148,7 +162,10 @@ def test_attention_matches_naive_reference(name: str) -> None:
     val = (x[0] @ attn.wv.weight.T).view(t_len, heads, hd)
     outs = []
     for h in range(heads):
-        qh, kh = rope_reference(q[:, h], theta), rope_reference(k[:, h], theta)
+        if v.positions == "nape":  # NAPE rotates no head
+            qh, kh = q[:, h], k[:, h]
+        else:
+            qh, kh = rope_reference(q[:, h], theta), rope_reference(k[:, h], theta)
         s = float(attn.s[h].detach()) if hasattr(attn, "s") else 1.0
         b = float(attn.b[h].detach()) if v.bias else 0.0
         pn = p_n.tolist() if p_n is not None else []
@@ -157,7 +174,8 @@ def test_attention_matches_naive_reference(name: str) -> None:
         else:
             m = [multiplier_reference(v, s, b, pn, i + 1, 8) for i in range(t_len)]
         scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
-        weights = torch.stack([weights_reference(v, scores[i], i) for i in range(t_len)])
+        slope = nape_slope_reference(v, h, heads)
+        weights = torch.stack([weights_reference(v, scores[i], i, slope) for i in range(t_len)])
         outs.append(weights @ val[:, h])
     want = torch.cat(outs, dim=-1) @ attn.wo.weight.T
     # RoPE angles are float32 by design (1e-7 relative); a wrong multiplier is off by O(1).
@@ -181,6 +199,8 @@ def test_rope_theta_changes_angles() -> None:
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_kv_cache_decoding_equals_full_forward(name: str) -> None:
+    if variant(name).law_n == "pass":  # one s a pass: a step is not the full forward's
+        pytest.skip("YaRN's dynamic scaling: tests/test_rivals_own.py checks each step's length")
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=97, n_layers=2, n_heads=2, dim=16, ffn_dim=40)
     model = Transformer(cfg, variant(name), train_len=12).double().eval()
@@ -256,7 +276,8 @@ def test_the_laws_file_is_plain_torch() -> None:
 
 
 # ------------------------------------------------------------ the rival laws, whole (issue 43)
-RIVALS = ["k_scale_invariant", "l_asentmax", "m_yarn_temp_inference"]
+RIVALS = ["k_scale_invariant", "l_asentmax", "m_yarn_temp_inference",
+          "k_scale_invariant_own_rope", "l_asentmax_nape"]  # fmt: skip
 
 
 def p_rope_frequencies_reference(v: VariantConfig, head_dim: int, factor: float = 1.0) -> list:
@@ -289,13 +310,17 @@ def layer_reference(v: VariantConfig, attn: Attention, x: torch.Tensor, freqs: l
     q, k, val = ((x @ w.weight.T).view(t_len, heads, hd) for w in (attn.wq, attn.wk, attn.wv))
     outs = []
     for h in range(heads):
-        qh, kh = rotate_reference(q[:, h], freqs), rotate_reference(k[:, h], freqs)
+        if v.positions == "nape":  # NAPE rotates no head
+            qh, kh = q[:, h], k[:, h]
+        else:
+            qh, kh = rotate_reference(q[:, h], freqs), rotate_reference(k[:, h], freqs)
         if v.scale == "asentmax":
             m = [asentmax_factor_reference(v, attn, x[i], h, i + 1) for i in range(t_len)]
         else:
             m = [multiplier_reference(v, 1.0, 0.0, [], i + 1, train_len) for i in range(t_len)]
         scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
-        weights = torch.stack([weights_reference(v, scores[i], i) for i in range(t_len)])
+        slope = nape_slope_reference(v, h, heads)
+        weights = torch.stack([weights_reference(v, scores[i], i, slope) for i in range(t_len)])
         outs.append(weights @ val[:, h])
     return torch.cat(outs, dim=-1) @ attn.wo.weight.T
 
@@ -357,8 +382,9 @@ def test_p_rope_turns_half_the_pairs_and_scales_its_base_with_theta() -> None:
 def test_query_factor_laws_keep_the_fused_path_and_the_rivals_do_not() -> None:
     from ssmax.model.attention import general
 
+    rivals = ("k_scale_invariant", "l_asentmax", "k_scale_invariant_own_rope", "l_asentmax_nape")
     for name in VARIANTS:
-        assert general(variant(name)) == (name in ("k_scale_invariant", "l_asentmax")), name
+        assert general(variant(name)) == (name in rivals), name
 
 
 @pytest.mark.parametrize("name", ["a_softmax", "b_ssmax", "k_scale_invariant"])

@@ -342,6 +342,10 @@ def test_training_an_inference_only_law_says_what_it_trains() -> None:
             continue
         seen.append(name)
         v, n = cfg.variant, int(cfg.data.seq_len)
+        start = facts(name).start["variant"]
+        if v.scale == "none":  # (k2): (k)'s own training, its RoPE as trained at the evals
+            assert line.startswith(f"variant={name} trains as {start} does"), line
+            continue
         law = LAWS[v.scale](torch.arange(1, n + 1, dtype=torch.float), train_len=n,
                             mscale_power=v.mscale_power)  # fmt: skip
         assert torch.equal(law, torch.ones(n)), name
@@ -351,4 +355,6 @@ def test_training_an_inference_only_law_says_what_it_trains() -> None:
             "does; the law applies only at evaluation, past data.seq_len (the pipeline evaluates "
             f"a_softmax's own weights under it: conf/variant/{name}.yaml)"
         )
-    assert seen == ["g_qwen_logn_inference", "m_yarn_temp_inference"]
+    assert seen == ["g_qwen_logn_inference", "k_scale_invariant_own_rope",
+                    "m_yarn_dynamic_inference", "m_yarn_dynamic_temp_inference",
+                    "m_yarn_temp_inference"]  # fmt: skip

@@ -23,29 +23,40 @@ from ssmax.model import Transformer
 from tests.conftest import VARIANTS, make_cfg
 from tests.test_attention import (
     asentmax_factor_reference,
+    nape_slope_reference,
     p_rope_frequencies_reference,
     term_reference,
     weights_reference,
 )
 from tests.test_evals_loss import tiny_model
+from tests.test_rivals_own import yarn_frequencies_reference
 
 
 def naive_attention(
     model: Transformer, ids: torch.Tensor
 ) -> tuple[list[torch.Tensor], torch.Tensor]:
     """Every layer's full [H, T, T] attention matrix and the final hidden states, written out:
-    explicit RoPE angles, explicit n, explicit multiplier, explicit causal mask."""
+    explicit RoPE angles, explicit n, explicit multiplier, explicit causal mask (issue 60:
+    the evals' theta factor only where the variant takes it, YaRN's interpolation at s = T / N,
+    n = T for every query under law_n pass, NAPE's unrotated heads and ALiBi slopes)."""
     t, h, d = ids.numel(), model.cfg.n_heads, model.head_dim
+    var = model.variant
     pos = torch.arange(t, dtype=torch.float64)
-    n = pos + 1
-    angle = pos[:, None] * model.rope_theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    if model.variant.rope_fraction < 1:  # p-RoPE, its base scaled as theta is (issue 43)
-        factor = model.rope_theta / model.cfg.rope_theta
-        freqs = p_rope_frequencies_reference(model.variant, d, factor)
+    n = torch.full_like(pos, t) if var.law_n == "pass" else pos + 1
+    theta = model.rope_theta if var.rope_scaled_at_eval else model.cfg.rope_theta
+    angle = pos[:, None] * theta ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if var.rope_fraction < 1:  # p-RoPE, its base scaled as theta is (issue 43)
+        freqs = p_rope_frequencies_reference(var, d, theta / model.cfg.rope_theta)
+        angle = pos[:, None] * torch.tensor(freqs, dtype=torch.float64)[None, :]
+    if var.rope_scaling == "yarn_dynamic":  # YaRN's interpolation at this pass's s
+        freqs = yarn_frequencies_reference(d, theta, max(1.0, t / model.train_len),
+                                           model.train_len, ramp=var.yarn_ramp)  # fmt: skip
         angle = pos[:, None] * torch.tensor(freqs, dtype=torch.float64)[None, :]
     cos, sin = angle.cos(), angle.sin()
 
     def rope(x: torch.Tensor) -> torch.Tensor:  # pairs (x_j, x_{j+d/2}) rotated by angle_j
+        if var.positions == "nape":  # NAPE rotates no head
+            return x
         x1, x2 = x[..., : d // 2], x[..., d // 2 :]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -58,8 +69,9 @@ def naive_attention(
         if scale == "none":
             m = torch.ones(h, t, dtype=torch.float64)
         elif scale == "asentmax":
-            rows = [[asentmax_factor_reference(a.variant, a, xn[0, i].double(), head, i + 1)
-                     for i in range(t)] for head in range(h)]  # fmt: skip
+            rows = [[asentmax_factor_reference(a.variant, a, xn[0, i].double(), head,
+                                               int(n[i])) for i in range(t)]
+                    for head in range(h)]  # fmt: skip
             m = torch.tensor(rows, dtype=torch.float64)
         else:
             pn = model.p_n.tolist() if scale == "p_n" else []
@@ -74,8 +86,9 @@ def naive_attention(
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # [H, T, T]
         if a.general:  # a score law, a normaliser (issue 43): the papers' equations row by row
-            attn = torch.stack([torch.stack([weights_reference(a.variant, scores[head, i], i)
-                                             for i in range(t)]) for head in range(h)])  # fmt: skip
+            attn = torch.stack([torch.stack([
+                weights_reference(a.variant, scores[head, i], i, nape_slope_reference(var, head, h))
+                for i in range(t)]) for head in range(h)])  # fmt: skip
         mats.append(attn)
         y = (attn @ v).transpose(0, 1).reshape(1, t, h * d)
         x = x + a.wo(y)

@@ -209,10 +209,14 @@ def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str, fact
     assert exported_tokenizer(text)["input_ids"] == sample.ids
 
 
-@pytest.mark.parametrize("variant", ["b_ssmax", "k_scale_invariant", "l_asentmax"])
+@pytest.mark.parametrize(
+    "variant", ["b_ssmax", "k_scale_invariant", "l_asentmax", "l_asentmax_nape",
+                "m_yarn_dynamic_inference"],
+)  # fmt: skip
 def test_left_padding_does_not_count_as_keys_seen(exported: dict, variant: str) -> None:
     # batched generate: n_i = position_ids + 1 counts a row's own tokens, not its padding; the
-    # general path's distances (by cache slot) and its mask skip the padding too
+    # general path's distances (by cache slot) and its mask skip the padding too; a pass's L
+    # (dynamic YaRN) is the row's own, and its keys' positions count back from its last one
     _, cfg, path = exported[variant]
     hf = load_hf(path)
     short, long = (torch.randint(1, cfg.data.vocab_size, (1, k)) for k in (30, 40))
