@@ -356,5 +356,5 @@ def test_training_an_inference_only_law_says_what_it_trains() -> None:
             f"a_softmax's own weights under it: conf/variant/{name}.yaml)"
         )
     assert seen == ["g_qwen_logn_inference", "k_scale_invariant_own_rope",
-                    "m_yarn_dynamic_inference", "m_yarn_dynamic_temp_inference",
-                    "m_yarn_temp_inference"]  # fmt: skip
+                    "m_yarn_temp_inference", "m_yarn_temp_per_pass_inference",
+                    "m_yarn_whole_dynamic_inference"]  # fmt: skip

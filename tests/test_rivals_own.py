@@ -19,7 +19,7 @@ from ssmax.model import ModelConfig, Transformer, VariantConfig, laws
 from ssmax.preflight.settings import validate
 from tests.test_attention import rotate_reference, variant
 
-DYNAMIC = ["m_yarn_dynamic_temp_inference", "m_yarn_dynamic_inference"]
+DYNAMIC = ["m_yarn_temp_per_pass_inference", "m_yarn_whole_dynamic_inference"]
 
 
 def yarn_frequencies_reference(head_dim: int, theta: float, s: float, train_len: int,
@@ -214,7 +214,7 @@ def test_rope_left_as_trained_where_the_variant_says_so() -> None:
     cfg = ModelConfig(vocab_size=11, n_layers=1, n_heads=1, dim=16, ffn_dim=8)
     positions = torch.arange(40)
     for name, takes_it in (("k_scale_invariant", True), ("k_scale_invariant_own_rope", False),
-                           ("m_yarn_dynamic_inference", False), ("a_softmax", True)):  # fmt: skip
+                           (DYNAMIC[1], False), ("a_softmax", True)):  # fmt: skip
         model = Transformer(cfg, variant(name), 8)
         before = model.rope(positions)
         with scaled_rope_theta(model, 50.0):
@@ -231,8 +231,8 @@ def test_k2_and_m2_m3_take_their_starts_weights_and_sft() -> None:
     from ssmax.config.variants import facts
 
     for name, start in (("k_scale_invariant_own_rope", "k_scale_invariant"),
-                        ("m_yarn_dynamic_temp_inference", "a_softmax"),
-                        ("m_yarn_dynamic_inference", "a_softmax")):  # fmt: skip
+                        ("m_yarn_temp_per_pass_inference", "a_softmax"),
+                        ("m_yarn_whole_dynamic_inference", "a_softmax")):  # fmt: skip
         f = facts(name)
         assert f.start == {"variant": start, "checkpoint": "weights"} and f.inherit == ["sft"]
     assert facts("l_asentmax_nape").start is None  # trained from scratch: NAPE is its model
@@ -245,9 +245,10 @@ def test_k2_and_m2_m3_take_their_starts_weights_and_sft() -> None:
                                                       ".positions='nape'"),
     (["variant=l_asentmax_nape", "variant.rope_scaling=yarn_dynamic",
       "variant.rope_scaled_at_eval=false"], "variant.positions='nape' rotates no head"),
-    (["variant=m_yarn_dynamic_inference", "variant.rope_scaled_at_eval=true"],
+    (["variant=m_yarn_whole_dynamic_inference", "variant.rope_scaled_at_eval=true"],
      "replaces the evals' theta factor"),
-    (["variant=m_yarn_dynamic_inference", "variant.yarn_beta_fast=1"], "must be > variant.yarn_"),
+    (["variant=m_yarn_whole_dynamic_inference", "variant.yarn_beta_fast=1"],
+     "must be > variant.yarn_"),
     (["variant=k_scale_invariant", "variant.rope_scaling=yarn_dynamic",
       "variant.rope_scaled_at_eval=false"], "interpolates RoPE's theta spacing"),
 ])  # fmt: skip
