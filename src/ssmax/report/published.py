@@ -38,10 +38,12 @@ from ssmax.report.headline import headline
 from ssmax.report.metrics import table_names
 from ssmax.report.multiplicity import UNDECIDABLE
 from ssmax.report.published_file import (
+    EXTENSION,
     PUBLISHED,
     ROOT,
     Published,
     counts,
+    extended,
     letter,
     load,
     run_file,
@@ -53,7 +55,6 @@ from ssmax.report.render import _md_table, family_text, ordering_text, seeds_tex
 from ssmax.report.replicate import compare, read_judgeable
 from ssmax.report.replicate import table as again_table
 
-EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
          "verdicts-short": "docs/results.md", "replication-gpu": "docs/results.md",
          "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md",
@@ -176,17 +177,6 @@ def blocks(pub: Published) -> dict[str, str]:
     made["headline"] = headline(extended(pub, load(EXTENSION)),
                                 read_judgeable(REPLICATIONS["replication-gpu"]))  # fmt: skip
     return made | rival_blocks()
-
-
-def extended(pub: Published, ext: Published) -> Published:
-    """The published seeds and the extension's together, for the metrics the published file
-    holds (a metric only the added seeds have stays out: its orderings stay n/a)."""
-    if overlap := set(pub.run["seeds"]) & set(ext.run["seeds"]):
-        raise SystemExit(f"the extension repeats published seeds {sorted(overlap)}")
-    table = {v: {m: {**by_seed, **ext.table.get(v, {}).get(m, {})} for m, by_seed in ms.items()}
-             for v, ms in pub.table.items()}  # fmt: skip
-    run = {**pub.run, "seeds": sorted([*pub.run["seeds"], *ext.run["seeds"]])}
-    return Published(table, run, pub.absent, pub.digits, pub.old_rule)
 
 
 def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:

@@ -96,7 +96,7 @@ class Row:
     against: dict[str, Checked] = field(default_factory=dict)  # base letter -> its ordering
 
 
-def _better(measure: str, law: str, base: str) -> Ordering:
+def better(measure: str, law: str, base: str) -> Ordering:
     """The ordering "law better than base": positive d is the law's better side."""
     return Ordering(measure, law, base) if measure.startswith("loss@") else Ordering(
         measure, base, law)  # fmt: skip
@@ -115,18 +115,24 @@ def leaderboard(results: Results, variants: Sequence[str] = ()) -> tuple[list[Ro
     letters = present(results, variants)
     if not letters & rival_letters():
         return [], None
-    laws = sorted(letters - set(BASES))
+    return board(results, sorted(letters - set(BASES)))
+
+
+def board(results: Results, laws: Sequence[str]) -> tuple[list[Row], Claim]:
+    """The family "leaderboard" of one run: each law (letters, none of them a base) against (a)
+    and (b) on each headline measure the run has, Benjamini-Hochberg; (rows, the family's
+    claim-like record). report.published_board reads every run's laws this way."""
     measures = [NIAH, TOP, *_long(results)]
-    orderings = [_better(m, law, base) for law in laws for m in measures for base in BASES]
-    board = check(results, "leaderboard", "every law against (a) and (b)", orderings)
-    apply_rule([board], family=lambda c: "leaderboard")
-    checks = iter(board.checks)
+    orderings = [better(m, law, base) for law in laws for m in measures for base in BASES]
+    family = check(results, "leaderboard", "every law against (a) and (b)", orderings)
+    apply_rule([family], family=lambda c: "leaderboard")
+    checks = iter(family.checks)
     rows = []
     for law in laws:
         for m in measures:
             own = Interval.of(list(values_of(results, m, by_letter().get(law, law)).values()))
             rows.append(Row(law, m, _own(own), {base: next(checks) for base in BASES}))
-    return rows, board
+    return rows, family
 
 
 def board_json(rows: Sequence[Row], board: Claim | None) -> dict:
