@@ -27,6 +27,7 @@ from ssmax.report.published_board import (
     figure_stale,
     load_run,
     png_source,
+    sources,
 )
 from ssmax.report.published_file import ROOT
 from ssmax.report.published_rivals import RIVALS
@@ -138,8 +139,8 @@ def test_a_law_added_to_a_results_file_appears_without_a_change_of_code(tmp_path
     content["results"]["i_llama4_temp"] = law
     copy = tmp_path / "rival_laws_plus_one.json"
     copy.write_text(json.dumps(content))
-    sources = [Source("a run with one law more", (copy,))]
-    block = board_block(sources)
+    runs = [Source("a run with one law more", (copy,))]
+    block = board_block(runs)
     table = rows(block)
     assert list(table) == ["a", "b", "i", "k", "l", "m"]
     assert table["i"][0] == "(i) Llama 4 temperature" and table["i"][5] == "-"
@@ -148,7 +149,7 @@ def test_a_law_added_to_a_results_file_appears_without_a_change_of_code(tmp_path
     assert "(i), (k), (l), (m): leaderboard (Benjamini-Hochberg, m = 38" in block
     mean, lo, hi = by_hand(copy, "i_llama4_temp", "a_softmax", "loss @5x")
     assert table["i"][4].startswith(f"a: {mean:+.2f} [{lo:+.2f}, {hi:+.2f}] ")
-    found = {c.variant: c for c in curves([load_run(s) for s in sources])}
+    found = {c.variant: c for c in curves([load_run(s) for s in runs])}
     assert set(found) == {"a_softmax", "b_ssmax", "i_llama4_temp", *LAWS}
     at20 = found["i_llama4_temp"].intervals[found["i_llama4_temp"].multiples.index("20")]
     assert at20.mean == pytest.approx(np.mean(list(law["niah @20x"].values())))
@@ -167,3 +168,21 @@ def test_the_png_is_drawn_from_its_numbers(tmp_path: Path) -> None:
     assert figure_stale(numbers + "x\n", png, table)
     table.write_text(numbers + "x\n")
     assert figure_stale(numbers + "x\n", png, table)  # the PNG's digest is the old numbers'
+
+
+def test_a_new_results_file_is_a_run_of_its_own(tmp_path: Path) -> None:
+    """Beside the declared runs, every published file of docs/results/ is read as a run: not a
+    file the declared runs name, not one of design seeds only, not another shape of file."""
+    content = json.loads(RIVALS.read_text())
+    (tmp_path / "new_laws_seeds3-12.json").write_text(json.dumps(content))
+    design = {**content, "run": {**content["run"], "seeds": [0, 1, 2]}}
+    (tmp_path / "new_laws_design.json").write_text(json.dumps(design))
+    (tmp_path / "replication.json").write_text(json.dumps({"what": "x", "results": {}}))
+    (tmp_path / "broken.json").write_text("{")
+    found = sources([], tmp_path)
+    assert [(s.name, s.files) for s in found] == [
+        ("new_laws_seeds3-12", (tmp_path / "new_laws_seeds3-12.json",))
+    ]
+    declared = [Source("declared", (tmp_path / "new_laws_seeds3-12.json",))]
+    assert sources(declared, tmp_path) == declared
+    assert [s.name for s in sources()] == [s.name for s in SOURCES]  # docs/results/ today

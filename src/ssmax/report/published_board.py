@@ -3,11 +3,14 @@ published seeds against (a) and (b) on the headline measures, and one figure of 
 context, both made from the published files of docs/results/ by `make results-page`
 (report.published: the block "leaderboard" of docs/results.md, and FIGURE with its CSV).
 
-What it reads (SOURCES): runs, each a published file and the files that add seeds to it (joined
-as report.published_file.extended joins them). It names no law: every variant of a run that goes
-through the evals (facts.evals) is one, so a file that gains a law gains a row and a line,
-labelled and coloured by its conf/variant/*.yaml facts. A law that several runs hold gets its
-row from the first of SOURCES; a run whose file is not written yet is said, not tabled.
+What it reads (sources()): runs, each a published file and the files that add seeds to it
+(joined as report.published_file.extended joins them): those SOURCES declares, then every other
+published file of docs/results/ (a "results" and a "run", its seeds not only the design's) as a
+run of its own, so a new results file needs no code either (a file of added seeds is joined
+only where SOURCES says so). It names no law: every variant of a run that goes through the
+evals (facts.evals) is one, so a file that gains a law gains a row and a line, labelled and
+coloured by its conf/variant/*.yaml facts. A law that several runs hold gets its row from the
+first of them; a declared run whose file is not written yet is said, not tabled.
 
 A row: the law's seeds, run (files) and machine; per headline measure (NIAH past the training
 length, top needle score, the loss at each evaluated multiple past it: the runs' union, "-"
@@ -38,6 +41,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -71,12 +75,34 @@ SOURCES = [
     Source("the paper's verdict run", (PUBLISHED, EXTENSION), {PUBLISHED.name: "Xeon"}),
     Source("the rival laws' run", (RIVALS,)),
 ]
+RESULTS = ROOT / "docs" / "results"  # where other published files are found (sources())
 FIGURE = ROOT / "docs" / "figures" / "leaderboard_niah.png"
 FIGURE_CSV = FIGURE.with_suffix(".csv")
 MARKS = {"holds": "▲", "contradicted": "▼"}
 APART, UNTESTED = "○", "·"  # not separated (inconclusive or not decidable); no family tests it
 BAND_SEEDS = 3  # fewer seeds: the t-interval spans most of [0, 1]; a dashed line, no band
 NIAH_AT = re.compile(r"niah @([\d.]+)x")  # results.json's accuracy at one context (theta x50)
+
+
+def sources(declared: list[Source] = SOURCES, folder: Path = RESULTS) -> list[Source]:
+    """The declared runs, then each other published file of the folder as a run (by name):
+    shaped as one ("results" and "run") and not of design seeds only (they decide nothing)."""
+    named = {f.resolve() for s in declared for f in s.files}
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        if path.resolve() in named:
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        run = data.get("run") if isinstance(data, dict) else None
+        if not isinstance(run, dict) or "results" not in data:
+            continue
+        design = set((run.get("design") or {}).get("seeds") or [])
+        if not (design and set(run.get("seeds") or []) <= design):
+            found.append(Source(path.stem, (path,)))
+    return [*declared, *found]
 
 
 @dataclass
@@ -174,12 +200,13 @@ def _base_line(results: Results, primary: dict[str, Checked], o: Ordering) -> Li
     return Line(Interval.of(list(k.differences.values())), UNTESTED if k.differences else "")
 
 
-def leaderboard(sources: list[Source] = SOURCES) -> Board:
-    """Every law of the runs, each from the first run that holds it, with its cells."""
+def leaderboard(runs: list[Source] | None = None) -> Board:
+    """Every law of the runs (None: sources()), each from the first run that holds it, with
+    its cells."""
     rows: list[LawRow] = []
     measures: list[str] = []
     families, missing, taken = [], [], set()
-    for source in sources:
+    for source in sources() if runs is None else runs:
         run = load_run(source)
         if run is None:
             missing.append(source)
@@ -289,9 +316,11 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
-def board_block(sources: list[Source] = SOURCES) -> str:
-    """docs/results.md's leaderboard block: the table, its legend and runs, the figure."""
-    b = leaderboard(sources)
+def board_block(runs: list[Source] | None = None) -> str:
+    """docs/results.md's leaderboard block (runs None: sources()): the table, its legend and
+    runs, the figure."""
+    runs = sources() if runs is None else runs
+    b = leaderboard(runs)
     if not b.rows:
         return "Not in yet: no published run."
     lines = [x for r in b.rows for c in r.cells.values() for x in c.values()
@@ -302,12 +331,12 @@ def board_block(sources: list[Source] = SOURCES) -> str:
             f"{count[MARKS['contradicted']]} decided worse, {count[APART]} not separated (of "
             f"{len(lines)} a family tests, (a) against (b) counted once).")  # fmt: skip
     columns = ["law", "seeds, run, machine", *(heading(m) for m in b.measures)]
-    runs = list({id(r.run): r.run for r in b.rows}.values())
+    shown = list({id(r.run): r.run for r in b.rows}.values())
     out = [head, "", *_md_table(columns, [row_cells(r, b.measures) for r in b.rows]), "",
            LEGEND, "", "Families: " + " ".join(b.families), "", "Runs:", "",
-           *(run_line(r) for r in runs)]  # fmt: skip
+           *(run_line(r) for r in shown)]  # fmt: skip
     out += [f"- not in yet: {s.name} ({', '.join(f.name for f in s.files)})" for s in b.missing]
-    found = curves([r for r in (load_run(s) for s in sources) if r])
+    found = curves([r for r in (load_run(s) for s in runs) if r])
     out += ["", f"![NIAH accuracy by context, every law]({_rel(FIGURE)})", "",
             figure_caption(found)]  # fmt: skip
     return "\n".join(out)
@@ -420,9 +449,9 @@ def png_source(path: Path) -> str | None:
         return image.text.get("Source")
 
 
-def figure_files(sources: list[Source] = SOURCES) -> tuple[str, list[Curve]]:
-    """(the CSV's text, the curves) of the runs."""
-    found = curves([r for r in (load_run(s) for s in sources) if r])
+def figure_files(runs: list[Source] | None = None) -> tuple[str, list[Curve]]:
+    """(the CSV's text, the curves) of the runs (None: sources())."""
+    found = curves([r for r in (load_run(s) for s in (sources() if runs is None else runs)) if r])
     return figure_csv(found), found
 
 
