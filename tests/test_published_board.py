@@ -186,3 +186,29 @@ def test_a_new_results_file_is_a_run_of_its_own(tmp_path: Path) -> None:
     declared = [Source("declared", (tmp_path / "new_laws_seeds3-12.json",))]
     assert sources(declared, tmp_path) == declared
     assert [s.name for s in sources()] == [s.name for s in SOURCES]  # docs/results/ today
+
+
+def test_the_check_names_a_stale_figure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python -m ssmax.report.published --check` fails on a figure not drawn from its numbers,
+    naming it; without --check it draws it (nothing written here: the writers are stubbed)."""
+    import ssmax.report.published as published
+
+    def current(pub: object) -> dict[str, str]:  # the pages' blocks as they stand
+        out = {}
+        for name, page in published.PAGES.items():
+            text = (ROOT / page).read_text()
+            start = text.index("\n", text.index(f"<!-- published:{name} ")) + 1
+            out[name] = text[start : text.index(f"<!-- /published:{name} -->")].rstrip("\n")
+        return out
+
+    writes: list = []
+    monkeypatch.setattr(published, "blocks", current)
+    monkeypatch.setattr(published, "figure_stale", lambda numbers: True)
+    for writer in ("atomic_write_text", "atomic_write_bytes", "atomic_write_json"):
+        monkeypatch.setattr(published, writer, lambda path, *a, **k: writes.append(path))
+    assert published.main(["--check"]) == 1 and not writes
+    assert "stale against" in capsys.readouterr().out.split("docs/figures/leaderboard_niah.png")[0]
+    assert published.main([]) == 0
+    assert capsys.readouterr().out == "rewrote: docs/figures/leaderboard_niah.png\n"
