@@ -20,7 +20,9 @@ claims' rule (report.claims, report.multiplicity), else not separated. Decided w
 
 - a law other than (a) and (b): in its run's family "leaderboard" (report.rivals.board: every law
   of the run against (a) and (b) on the measures, Benjamini-Hochberg), as docs/rival-laws.md
-  registered it for the rival laws' run;
+  registered it for the rival laws' run; a run whose leaderboard was not written down before
+  its seeds ran (Source.board_registered false: the paper's verdict run) gives its laws'
+  effects only, marked untested (·), never a verdict;
 - (b) against (a), and (a) against (b), the same ordering read from its other side: in the
   paper's primary family (Holm) on that run, which tests it (report.claims); marked untested
   where no family of the run does.
@@ -44,7 +46,7 @@ import io
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from pathlib import Path
 
@@ -68,11 +70,18 @@ class Source:
     files: tuple[Path, ...]
     machines: dict[str, str] = field(default_factory=dict)  # file name -> machine, where the
     # file does not say it (run.cpu / run.device / run.machine)
+    board_registered: bool = True  # its leaderboard family was written down before its seeds
+    # ran; else its laws' cells give effects only (·), never a verdict
 
 
 SOURCES = [
     # seeds 3-10 ran on the project's 2-core Xeon (docs/results.md), a file older than run.cpu
-    Source("the paper's verdict run", (PUBLISHED, EXTENSION), {PUBLISHED.name: "Xeon"}),
+    Source(
+        "the paper's verdict run",
+        (PUBLISHED, EXTENSION),
+        {PUBLISHED.name: "Xeon"},
+        board_registered=False,
+    ),
     Source("the rival laws' run", (RIVALS,)),
 ]
 RESULTS = ROOT / "docs" / "results"  # where other published files are found (sources())
@@ -222,7 +231,9 @@ def leaderboard(runs: list[Source] | None = None) -> Board:
         if laws:  # the run's family: every law of it, whether or not an earlier run has it
             board_rows, family = board(results, laws)
             checks = {(r.law, r.measure, b): k for r in board_rows for b, k in r.against.items()}
-            said.append(f"{_letters(laws)}: {family_text(family)}")
+            said.append(f"{_letters(laws)}: {family_text(family)}" if source.board_registered
+                        else f"{_letters(laws)}: effects only, no family registered before "
+                        "its seeds ran")  # fmt: skip
         primary: dict[str, Checked] = {}
         if set(new) & set(BASES) == set(BASES):
             judged = [c for c in claims(results) if c.family == "primary"]
@@ -243,8 +254,10 @@ def leaderboard(runs: list[Source] | None = None) -> Board:
                     elif x in BASES:
                         cells[m][base] = _base_line(results, primary, better(m, x, base))
                         cells[m][base].mirror = x == BASES[0]
-                    else:
+                    elif source.board_registered:
                         cells[m][base] = _line(checks[x, m, base])
+                    else:
+                        cells[m][base] = replace(_line(checks[x, m, base]), mark=UNTESTED)
             seeds = sorted({s for m in run_measures for s in values_of(results, m, variant)})
             rows.append(LawRow(x, variant, run, seeds, cells))
         taken |= set(new)
@@ -300,9 +313,10 @@ LEGEND = (
     "base itself, its own mean [95% t-interval]; - the run did not measure it. The laws of a "
     "run are decided in its family leaderboard (every law against (a) and (b), Benjamini-"
     "Hochberg), as docs/rival-laws.md registered it for the rival laws' run before their seeds "
-    "ran; the paper's verdict run had no leaderboard registered (its seeds were seen: "
-    "exploratory), and there (b) against (a) is the ordering of the paper's primary claims, "
-    "decided in that family (Holm). Each law's row is from the first run below that holds it."
+    "ran; the paper's verdict run had no leaderboard registered before its seeds ran, so its "
+    "laws' cells give effects only (·), and there (b) against (a) is the ordering of the "
+    "paper's primary claims, decided in that family (Holm). Each law's row is from the first "
+    "run below that holds it."
 )
 
 
