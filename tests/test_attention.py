@@ -89,9 +89,29 @@ def asentmax_factor_reference(v: VariantConfig, attn: Attention, x: torch.Tensor
     return v.delta + math.log1p(math.exp(wb)) * math.log(n + 1) ** (v.gamma_max * math.tanh(wg))
 
 
-def weights_reference(v: VariantConfig, row: torch.Tensor, i: int) -> torch.Tensor:
+def adaptive_temperature_reference(z: list[float]) -> list[float]:
+    """ "softmax is not enough" (Velickovic et al., arXiv 2410.01104), its JAX code (Fig. 4 of the
+    ICML 2025 version) in float64: p = softmax(z), H = -sum p log(p + 1e-9), beta = max(np.polyval(
+    [-0.037, 0.481, -2.3, 4.917, -1.791], H), 1) if H > 0.5 else 1, softmax(z * beta)."""
+    import numpy as np
+
+    def soft(x: list[float]) -> list[float]:
+        top = max(x)
+        e = [0.0 if xi == float("-inf") else math.exp(xi - top) for xi in x]
+        return [ei / sum(e) for ei in e]
+
+    entropy = -sum(pi * math.log(pi + 1e-9) for pi in soft(z))
+    poly = float(np.polyval([-0.037, 0.481, -2.3, 4.917, -1.791], entropy))
+    beta = max(poly, 1.0) if entropy > 0.5 else 1.0
+    return soft([zi * beta for zi in z])
+
+
+def weights_reference(
+    v: VariantConfig, row: torch.Tensor, i: int, sink: float | None = None
+) -> torch.Tensor:
     """One query's weights over keys 0..len(row)-1 from its scores (float64): the score law by
-    distance i - j, the causal mask, then softmax or entmax."""
+    distance i - j, the causal mask, then softmax, entmax or adaptive temperature; a sink logit
+    (gpt-oss) is one more entry of the row, dropped after normalising."""
     scores = []
     for j, score in enumerate(row.tolist()):
         if j > i:
@@ -100,9 +120,28 @@ def weights_reference(v: VariantConfig, row: torch.Tensor, i: int) -> torch.Tens
             scores.append(scale_invariant_reference(score, i - j, v.tau))
         else:
             scores.append(score)
+    if sink is not None:
+        scores.append(sink)
     if v.normalizer == "entmax":
-        return torch.tensor(entmax_reference(scores, v.alpha), dtype=torch.float64)
-    return torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=-1)
+        weights = torch.tensor(entmax_reference(scores, v.alpha), dtype=torch.float64)
+    elif v.normalizer == "adaptive_temperature":
+        weights = torch.tensor(adaptive_temperature_reference(scores), dtype=torch.float64)
+    else:
+        weights = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=-1)
+    return weights[:-1] if sink is not None else weights
+
+
+def gate_reference(v: VariantConfig, attn: Attention, y: torch.Tensor, x: torch.Tensor):  # noqa: ANN201
+    """Gated attention (Qiu et al. 2025): the heads' output y [T, dim] times sigmoid(x W_theta),
+    x [T, dim] the layer's (normalised) input; y itself without a gate (float64)."""
+    if v.gate == "none":
+        return y
+    return y * torch.sigmoid(x @ attn.wg.weight.detach().T.double())
+
+
+def sink_reference(attn: Attention, h: int) -> float | None:
+    """Head h's sink logit, or None without one."""
+    return float(attn.sink[h].detach()) if attn.variant.sink else None
 
 
 def term_reference(v: VariantConfig, p_n: list[float], n: int, train_len: int) -> float:
@@ -125,6 +164,8 @@ def randomise_scalars(module: torch.nn.Module, gen: torch.Generator) -> None:
         for name, p in module.named_parameters():
             if name.endswith(("attn.s", "attn.b", "p_n")) or name in ("s", "b"):
                 p.copy_(torch.rand(p.shape, generator=gen, dtype=p.dtype) * 1.5 + 0.2)
+            elif name.endswith("sink"):  # issue 60: sinks of either sign, of the scores' order
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 1.5)
             elif "len_beta" in name or "len_gamma" in name:
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
 
@@ -157,9 +198,10 @@ def test_attention_matches_naive_reference(name: str) -> None:
         else:
             m = [multiplier_reference(v, s, b, pn, i + 1, 8) for i in range(t_len)]
         scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
-        weights = torch.stack([weights_reference(v, scores[i], i) for i in range(t_len)])
+        sink = sink_reference(attn, h)
+        weights = torch.stack([weights_reference(v, scores[i], i, sink) for i in range(t_len)])
         outs.append(weights @ val[:, h])
-    want = torch.cat(outs, dim=-1) @ attn.wo.weight.T
+    want = gate_reference(v, attn, torch.cat(outs, dim=-1), x[0]) @ attn.wo.weight.T
     # RoPE angles are float32 by design (1e-7 relative); a wrong multiplier is off by O(1).
     torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-6)
 
@@ -358,7 +400,8 @@ def test_query_factor_laws_keep_the_fused_path_and_the_rivals_do_not() -> None:
     from ssmax.model.attention import general
 
     for name in VARIANTS:
-        assert general(variant(name)) == (name in ("k_scale_invariant", "l_asentmax")), name
+        general_path = ("k_scale_invariant", "l_asentmax", "p_adaptive_temp_inference")
+        assert general(variant(name)) == (name in general_path), name
 
 
 @pytest.mark.parametrize("name", ["a_softmax", "b_ssmax", "k_scale_invariant"])

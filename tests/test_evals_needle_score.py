@@ -23,7 +23,9 @@ from ssmax.model import Transformer
 from tests.conftest import VARIANTS, make_cfg
 from tests.test_attention import (
     asentmax_factor_reference,
+    gate_reference,
     p_rope_frequencies_reference,
+    sink_reference,
     term_reference,
     weights_reference,
 )
@@ -73,11 +75,13 @@ def naive_attention(
         scores = m[:, :, None] * (rope(q) @ rope(k).transpose(-1, -2)) / math.sqrt(d)
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # [H, T, T]
-        if a.general:  # a score law, a normaliser (issue 43): the papers' equations row by row
-            attn = torch.stack([torch.stack([weights_reference(a.variant, scores[head, i], i)
+        if a.general or a.variant.sink:  # a score law, a normaliser, a sink (issues 43, 60)
+            attn = torch.stack([torch.stack([weights_reference(a.variant, scores[head, i], i,
+                                                               sink_reference(a, head))
                                              for i in range(t)]) for head in range(h)])  # fmt: skip
         mats.append(attn)
         y = (attn @ v).transpose(0, 1).reshape(1, t, h * d)
+        y = gate_reference(a.variant, a, y[0], xn[0].double())[None]  # gated attention (issue 60)
         x = x + a.wo(y)
         x = x + block.ffn(block.ffn_norm(x))
     return mats, model.norm(x)

@@ -209,7 +209,9 @@ def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str, fact
     assert exported_tokenizer(text)["input_ids"] == sample.ids
 
 
-@pytest.mark.parametrize("variant", ["b_ssmax", "k_scale_invariant", "l_asentmax"])
+@pytest.mark.parametrize(
+    "variant", ["b_ssmax", "k_scale_invariant", "l_asentmax", "p_adaptive_temp_inference", "q_sink"]
+)
 def test_left_padding_does_not_count_as_keys_seen(exported: dict, variant: str) -> None:
     # batched generate: n_i = position_ids + 1 counts a row's own tokens, not its padding; the
     # general path's distances (by cache slot) and its mask skip the padding too

@@ -89,6 +89,13 @@ def inference_only_line(cfg: DictConfig) -> str | None:
     if not facts.start or not facts.inherit:
         return None
     name, start = cfg.variant.name, facts.start["variant"]
+    if cfg.variant.scale == "none":  # (p): a normaliser, not a length law: it acts at every n
+        return (
+            f"variant={name} is inference-only: the pipeline evaluates {start}'s own weights "
+            f"under its law (conf/variant/{name}.yaml); its law (variant.normalizer="
+            f"{cfg.variant.normalizer}) is no length law and acts at every position, so this run "
+            "trains weights under it, which the pipeline never does"
+        )
     return (
         f"variant={name} is inference-only: its law (variant.scale={cfg.variant.scale}) is 1 at "
         f"every position up to data.seq_len={cfg.data.seq_len}, so this run trains softmax "

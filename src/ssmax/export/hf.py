@@ -22,6 +22,7 @@ BLOCK_KEYS = {
     "attn.wv": "self_attn.v_proj", "attn.wo": "self_attn.o_proj",
     "ffn.w1": "mlp.gate_proj", "ffn.w3": "mlp.up_proj", "ffn.w2": "mlp.down_proj",
     "attn.len_beta": "self_attn.len_beta", "attn.len_gamma": "self_attn.len_gamma",
+    "attn.wg": "self_attn.g_proj", "attn": "self_attn",  # issue 60: the gate, attn.sink
 }  # fmt: skip
 TOP_KEYS = {"tok_emb": "model.embed_tokens", "norm": "model.norm", "lm_head": "lm_head"}
 LAW_KEYS = ("attn.s", "attn.b", "p_n")  # go to the config, not to the weights
@@ -75,6 +76,8 @@ def hf_config(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> Llam
         ssmax_rope_fraction=float(variant.rope_fraction),
         ssmax_rope_base=None if variant.rope_base is None else float(variant.rope_base),
         ssmax_rope_theta0=float(cfg.rope_theta),
+        ssmax_gate=variant.gate,
+        ssmax_sink=bool(variant.sink),
     )
 
 
@@ -82,7 +85,8 @@ def plain_softmax(variant: VariantConfig) -> bool:
     """Softmax attention with RoPE as transformers' Llama has it: no law to ship."""
     return (variant.scale == "none" and variant.score_law == "none"
             and variant.normalizer == "softmax" and variant.rope_fraction == 1
-            and variant.rope_base is None)  # fmt: skip
+            and variant.rope_base is None and variant.gate == "none"
+            and not variant.sink)  # fmt: skip
 
 
 def to_transformers(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> PreTrainedModel:

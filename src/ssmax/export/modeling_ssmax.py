@@ -17,6 +17,12 @@ config.ssmax_normalizer (entmax: ssmax_alpha), an ADAPTIVE factor (asentmax: per
 self_attn.len_beta / len_gamma projections of the layer's input, ssmax_delta, ssmax_gamma_max),
 and p-RoPE (ssmax_rope_fraction, ssmax_rope_base; its base scaled as theta is, by
 rope_parameters' theta over ssmax_rope_theta0, the trained one).
+
+Issue 60's arms: config.ssmax_gate (gated attention: per layer self_attn.g_proj, the gate's
+logits from the layer's input, laws.GATES on the heads' output before o_proj),
+config.ssmax_sink (per layer self_attn.sink, a logit per head in the softmax's denominator:
+laws.sink_attention, or the general path's sink where padding or a general law asks for it),
+and ssmax_normalizer adaptive_temperature (the general path).
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ try:  # the exported folder: laws.py beside this file (transformers loads it wit
     from .laws import (
         ADAPTIVE,
         ADAPTIVE_PARAMS,
+        GATES,
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
         length_term,
         rope_frequencies,
+        sink_attention,
     )
     from .laws import attention as general_attention
 except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/laws.py
@@ -42,11 +50,13 @@ except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/l
     from ssmax.model.laws import (
         ADAPTIVE,
         ADAPTIVE_PARAMS,
+        GATES,
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
         length_term,
         rope_frequencies,
+        sink_attention,
     )
     from ssmax.model.laws import attention as general_attention
 
@@ -71,6 +81,8 @@ class SSMaxLlamaConfig(LlamaConfig):
     ssmax_rope_fraction: float = 1.0  # p-RoPE: the fraction of rotary pairs that turn
     ssmax_rope_base: float | None = None  # p-RoPE's base (None: rope_theta's spacing)
     ssmax_rope_theta0: float | None = None  # the trained theta (None: rope_theta as it is)
+    ssmax_gate: str = "none"  # laws.GATES, or none: the gate on the heads' output
+    ssmax_sink: bool = False  # a learned sink logit per head (self_attn.sink)
 
 
 def general(cfg: SSMaxLlamaConfig) -> bool:
@@ -104,6 +116,10 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             heads = config.num_attention_heads
             self.len_beta = torch.nn.Linear(config.hidden_size, heads, bias=True)
             self.len_gamma = torch.nn.Linear(config.hidden_size, heads, bias=True)
+        if config.ssmax_gate != "none":  # gated attention's W_theta (laws.GATES)
+            self.g_proj = torch.nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        if config.ssmax_sink:  # one logit per head, loaded from the weights
+            self.sink = torch.nn.Parameter(torch.zeros(config.num_attention_heads))
 
     def adaptive(self, position_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """An ADAPTIVE law's m [batch, heads, positions, 1] from the layer's input."""
@@ -130,6 +146,12 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             m = m + torch.tensor(cfg.ssmax_b[i], dtype=torch.float32, device=device)[None, :, None]
         return m[..., None]
 
+    def gated(self, out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The heads' output [batch, positions, hidden] through the gate (laws.GATES), if any."""
+        if self.config.ssmax_gate == "none":
+            return out
+        return GATES[self.config.ssmax_gate](out, self.g_proj(hidden))
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -152,18 +174,24 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             q = (q.float() * self.multiplier(position_ids)).to(v.dtype)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
-        if general(cfg):  # distances and the causal mask by cache slot; padding from the mask
-            keep = None
+        past = k.shape[-2] - q.shape[-2]
+        if cfg.ssmax_sink and not general(cfg) and not isinstance(attention_mask, torch.Tensor):
+            out = sink_attention(q, k, v, self.sink, past=past)  # the model's own kernel
+            out = out.transpose(1, 2).reshape(*input_shape, -1).contiguous()
+            return self.o_proj(self.gated(out, hidden_states)), None
+        if general(cfg) or cfg.ssmax_sink:  # distances and the causal mask by cache slot
+            keep = None  # padding from the mask
             if isinstance(attention_mask, torch.Tensor):
                 mask = attention_mask[..., : k.shape[-2]]
                 keep = mask if mask.dtype == torch.bool else mask == 0
             names = (*SCORE_PARAMS, *NORMALIZER_PARAMS)
             params = {name: getattr(cfg, f"ssmax_{name}") for name in names}
-            out = general_attention(q, k, v, past=k.shape[-2] - q.shape[-2], keep=keep,
+            sink = {"sink": self.sink} if cfg.ssmax_sink else {}
+            out = general_attention(q, k, v, past=past, keep=keep,
                             score_law=cfg.ssmax_score_law, normalizer=cfg.ssmax_normalizer,
-                            **params)  # fmt: skip
+                            **params, **sink)  # fmt: skip
             out = out.transpose(1, 2).reshape(*input_shape, -1).contiguous()
-            return self.o_proj(out), None
+            return self.o_proj(self.gated(out, hidden_states)), None
         attention = llama.ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, llama.eager_attention_forward
         )
@@ -172,7 +200,8 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             dropout=0.0 if not self.training else self.attention_dropout,
             scaling=self.scaling, **kwargs,
         )  # fmt: skip
-        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
+        out = self.gated(out.reshape(*input_shape, -1).contiguous(), hidden_states)
+        return self.o_proj(out), weights
 
 
 class SSMaxLlamaForCausalLM(LlamaForCausalLM):
