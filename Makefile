@@ -70,7 +70,7 @@ confirm: setup ## The registered confirmatory run (docs/registration/): its seed
 confirm-page: setup ## docs/confirmatory.md from the registered run's seed records (verdicts only once every seed is in)
 	$(PY) -m ssmax.registration.judge
 
-results-page: setup ## docs/results.md's per-seed and verdict tables and the README's, from docs/results/verdict_seeds3-10.json
+results-page: setup ## docs/results.md's leaderboard (and docs/figures/leaderboard_niah.png), per-seed and verdict tables and the README's, from docs/results/*.json
 	$(PY) -m ssmax.report.published
 
 sync: setup ## Copy OUTPUT_DIR's MLflow store to a server, TRACKING_URI=http://HOST:PORT (runs, metrics, artifacts, models; again: nothing doubled)

@@ -8,7 +8,9 @@
    path).
 2. This tree's laws against (a), likewise step by step: (b), (b) sent through the general path
    (variant.path=explicit), and the rivals (k) scale-invariant p-RoPE and (l) ASEntmax (the
-   general path's explicit kernel on the CPU): step time / (a)'s.
+   general path's explicit kernel on the CPU), and issue 60's arms (n), (o) (the gate), (q),
+   (r) (the sink as an extra SDPA key; (q) also through the explicit kernel) and (p) (adaptive
+   temperature, inference only, trained here only to time its kernel): step time / (a)'s.
 
 Alternating single steps makes drift of a shared machine hit both sides alike; one thread.
 Usage: python bench/bench_laws.py [--before main] [--preset tiny] [--steps 40]
@@ -133,7 +135,10 @@ def main() -> None:
         torch.manual_seed(0)
         softmax = Stepper(build(here, base_cfg), batch(base_cfg))
         for name, overrides in (("b_ssmax", {}), ("b_ssmax", {"path": "explicit"}),
-                                ("k_scale_invariant", {}), ("l_asentmax", {})):  # fmt: skip
+                                ("k_scale_invariant", {}), ("l_asentmax", {}),
+                                ("n_gated", {}), ("o_gated_ssmax", {}), ("q_sink", {}),
+                                ("q_sink", {"path": "explicit"}), ("r_sink_ssmax", {}),
+                                ("p_adaptive_temp_inference", {})):  # fmt: skip
             cfg = compose(f"preset={args.preset}", f"variant={name}")
             torch.manual_seed(0)
             other = Stepper(build(here, cfg, overrides), batch(cfg))

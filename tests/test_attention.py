@@ -101,11 +101,30 @@ def nape_slope_reference(v: VariantConfig, h: int, heads: int) -> float:
     return 1 / (h + 1) if v.positions == "nape" and h < heads // 2 else 0.0
 
 
-def weights_reference(v: VariantConfig, row: torch.Tensor, i: int,
-                      slope: float = 0.0) -> torch.Tensor:  # fmt: skip
+def adaptive_temperature_reference(z: list[float]) -> list[float]:
+    """ "softmax is not enough" (Velickovic et al., arXiv 2410.01104), its JAX code (Fig. 4 of the
+    ICML 2025 version) in float64: p = softmax(z), H = -sum p log(p + 1e-9), beta = max(np.polyval(
+    [-0.037, 0.481, -2.3, 4.917, -1.791], H), 1) if H > 0.5 else 1, softmax(z * beta)."""
+    import numpy as np
+
+    def soft(x: list[float]) -> list[float]:
+        top = max(x)
+        e = [0.0 if xi == float("-inf") else math.exp(xi - top) for xi in x]
+        return [ei / sum(e) for ei in e]
+
+    entropy = -sum(pi * math.log(pi + 1e-9) for pi in soft(z))
+    poly = float(np.polyval([-0.037, 0.481, -2.3, 4.917, -1.791], entropy))
+    beta = max(poly, 1.0) if entropy > 0.5 else 1.0
+    return soft([zi * beta for zi in z])
+
+
+def weights_reference(
+    v: VariantConfig, row: torch.Tensor, i: int, sink: float | None = None, slope: float = 0.0
+) -> torch.Tensor:
     """One query's weights over keys 0..len(row)-1 from its scores (float64): the score law by
     distance i - j, ALiBi's -slope (i - j) (its code's bias slope * (j - i)), the causal mask,
-    then softmax or entmax."""
+    then softmax, entmax or adaptive temperature; a sink logit (gpt-oss) is one more entry of
+    the row (no distance, so no ALiBi term), dropped after normalising."""
     scores = []
     for j, score in enumerate(row.tolist()):
         if j > i:
@@ -114,9 +133,28 @@ def weights_reference(v: VariantConfig, row: torch.Tensor, i: int,
             scores.append(scale_invariant_reference(score, i - j, v.tau) - slope * (i - j))
         else:
             scores.append(score - slope * (i - j))
+    if sink is not None:
+        scores.append(sink)
     if v.normalizer == "entmax":
-        return torch.tensor(entmax_reference(scores, v.alpha), dtype=torch.float64)
-    return torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=-1)
+        weights = torch.tensor(entmax_reference(scores, v.alpha), dtype=torch.float64)
+    elif v.normalizer == "adaptive_temperature":
+        weights = torch.tensor(adaptive_temperature_reference(scores), dtype=torch.float64)
+    else:
+        weights = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=-1)
+    return weights[:-1] if sink is not None else weights
+
+
+def gate_reference(v: VariantConfig, attn: Attention, y: torch.Tensor, x: torch.Tensor):  # noqa: ANN201
+    """Gated attention (Qiu et al. 2025): the heads' output y [T, dim] times sigmoid(x W_theta),
+    x [T, dim] the layer's (normalised) input; y itself without a gate (float64)."""
+    if v.gate == "none":
+        return y
+    return y * torch.sigmoid(x @ attn.wg.weight.detach().T.double())
+
+
+def sink_reference(attn: Attention, h: int) -> float | None:
+    """Head h's sink logit, or None without one."""
+    return float(attn.sink[h].detach()) if attn.variant.sink else None
 
 
 def term_reference(v: VariantConfig, p_n: list[float], n: int, train_len: int) -> float:
@@ -139,14 +177,21 @@ def randomise_scalars(module: torch.nn.Module, gen: torch.Generator) -> None:
         for name, p in module.named_parameters():
             if name.endswith(("attn.s", "attn.b", "p_n")) or name in ("s", "b"):
                 p.copy_(torch.rand(p.shape, generator=gen, dtype=p.dtype) * 1.5 + 0.2)
+            elif name.endswith("sink"):  # issue 60: sinks of either sign, of the scores' order
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 1.5)
             elif "len_beta" in name or "len_gamma" in name:
                 p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_attention_matches_naive_reference(name: str) -> None:
-    gen = torch.Generator().manual_seed(zlib.crc32(name.encode()))
-    v, dim, heads, t_len, theta = variant(name), 16, 2, 11, 10_000.0
+    layer_matches_naive_reference(variant(name), zlib.crc32(name.encode()))
+
+
+def layer_matches_naive_reference(v: VariantConfig, seed: int) -> None:
+    """The layer of these settings, at random weights of this seed, against the references."""
+    gen = torch.Generator().manual_seed(seed)
+    dim, heads, t_len, theta = 16, 2, 11, 10_000.0
     attn = Attention(dim, heads, v, train_len=8).double()
     randomise_scalars(attn, gen)
     p_n = (torch.rand(8, generator=gen, dtype=torch.float64) + 0.5) if v.scale == "p_n" else None
@@ -174,10 +219,11 @@ def test_attention_matches_naive_reference(name: str) -> None:
         else:
             m = [multiplier_reference(v, s, b, pn, i + 1, 8) for i in range(t_len)]
         scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
-        slope = nape_slope_reference(v, h, heads)
-        weights = torch.stack([weights_reference(v, scores[i], i, slope) for i in range(t_len)])
+        slope, sink = nape_slope_reference(v, h, heads), sink_reference(attn, h)
+        weights = torch.stack([weights_reference(v, scores[i], i, sink, slope=slope)
+                               for i in range(t_len)])  # fmt: skip
         outs.append(weights @ val[:, h])
-    want = torch.cat(outs, dim=-1) @ attn.wo.weight.T
+    want = gate_reference(v, attn, torch.cat(outs, dim=-1), x[0]) @ attn.wo.weight.T
     # RoPE angles are float32 by design (1e-7 relative); a wrong multiplier is off by O(1).
     torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-6)
 
@@ -320,7 +366,8 @@ def layer_reference(v: VariantConfig, attn: Attention, x: torch.Tensor, freqs: l
             m = [multiplier_reference(v, 1.0, 0.0, [], i + 1, train_len) for i in range(t_len)]
         scores = torch.tensor(m, dtype=torch.float64)[:, None] * (qh @ kh.T) / math.sqrt(hd)
         slope = nape_slope_reference(v, h, heads)
-        weights = torch.stack([weights_reference(v, scores[i], i, slope) for i in range(t_len)])
+        weights = torch.stack([weights_reference(v, scores[i], i, slope=slope)
+                               for i in range(t_len)])  # fmt: skip
         outs.append(weights @ val[:, h])
     return torch.cat(outs, dim=-1) @ attn.wo.weight.T
 
@@ -382,7 +429,8 @@ def test_p_rope_turns_half_the_pairs_and_scales_its_base_with_theta() -> None:
 def test_query_factor_laws_keep_the_fused_path_and_the_rivals_do_not() -> None:
     from ssmax.model.attention import general
 
-    rivals = ("k_scale_invariant", "l_asentmax", "k_scale_invariant_own_rope", "l_asentmax_nape")
+    rivals = ("k_scale_invariant", "l_asentmax", "k_scale_invariant_own_rope", "l_asentmax_nape",
+              "p_adaptive_temp_inference")  # fmt: skip
     for name in VARIANTS:
         assert general(variant(name)) == (name in rivals), name
 

@@ -164,7 +164,10 @@ def test_the_law_file_names_every_law_it_holds() -> None:
     held = {*laws.LAWS, *laws.ADAPTIVE, *laws.SCORE_LAWS, "rope_frequencies", "nape_slopes",
             "yarn_frequencies"}  # fmt: skip
     assert held == table, (held - table, table - held)
-    assert set(laws.NORMALIZERS) <= set(re.findall(r"\b(softmax|entmax)\b", text))
+    assert set(laws.NORMALIZERS) <= set(
+        re.findall(r"\b(softmax|entmax|adaptive_temperature)\b", text)
+    )
+    assert set(laws.GATES) <= set(re.findall(r"\b(elementwise)\b", text))  # issue 60
     named = {OmegaConf.load(p).get(k) for p in (ROOT / "conf" / "variant").glob("*.yaml")
              for k in ("scale", "score_law", "normalizer")}  # fmt: skip
     assert named - {None, "none"} <= {*laws.LAWS, *laws.SCORE_LAWS, *laws.NORMALIZERS}, named

@@ -19,13 +19,13 @@ from ssmax.report.plotting import smooth
 from tests.conftest import VARIANTS, make_cfg
 
 
-def tiny_model(variant: str, seed: int = 0) -> Transformer:
-    cfg = make_cfg("preset=smoke", f"variant={variant}")
+def tiny_model(variant: str, seed: int = 0, *overrides: str) -> Transformer:
+    cfg = make_cfg("preset=smoke", f"variant={variant}", *overrides)
     torch.manual_seed(seed)
     model = Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len).double()
     with torch.no_grad():  # non-init s, b, p_n so that every variant's multiplier matters
         for name, p in model.named_parameters():
-            if name.endswith(("attn.s", "attn.b", "p_n")):
+            if name.endswith(("attn.s", "attn.b", "p_n", "attn.sink")):
                 p.uniform_(0.3, 1.5)
     return model.eval()
 

@@ -23,8 +23,10 @@ from ssmax.model import Transformer
 from tests.conftest import VARIANTS, make_cfg
 from tests.test_attention import (
     asentmax_factor_reference,
+    gate_reference,
     nape_slope_reference,
     p_rope_frequencies_reference,
+    sink_reference,
     term_reference,
     weights_reference,
 )
@@ -85,12 +87,14 @@ def naive_attention(
         scores = m[:, :, None] * (rope(q) @ rope(k).transpose(-1, -2)) / math.sqrt(d)
         causal = torch.ones(t, t, dtype=torch.bool).tril()
         attn = scores.masked_fill(~causal, float("-inf")).softmax(-1)  # [H, T, T]
-        if a.general:  # a score law, a normaliser (issue 43): the papers' equations row by row
+        if a.general or a.variant.sink:  # a score law, a normaliser, NAPE, a sink (43, 60)
             attn = torch.stack([torch.stack([
-                weights_reference(a.variant, scores[head, i], i, nape_slope_reference(var, head, h))
+                weights_reference(a.variant, scores[head, i], i, sink_reference(a, head),
+                                  slope=nape_slope_reference(var, head, h))
                 for i in range(t)]) for head in range(h)])  # fmt: skip
         mats.append(attn)
         y = (attn @ v).transpose(0, 1).reshape(1, t, h * d)
+        y = gate_reference(a.variant, a, y[0], xn[0].double())[None]  # gated attention (issue 60)
         x = x + a.wo(y)
         x = x + block.ffn(block.ffn_norm(x))
     return mats, model.norm(x)
@@ -98,7 +102,23 @@ def naive_attention(
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_row_matches_naive_attention(variant: str) -> None:
-    model = tiny_model(variant, seed=3)  # float64, s / b / p_n at random non-init values
+    row_matches_naive_attention(tiny_model(variant, 3))  # float64, s / b / p_n off their init
+
+
+# issue 60's two sets in one variant (tests/test_new_arms.py, TOGETHER): NAPE's slopes and the
+# sink in one row; the keys held before RoPE, rotated at the pass's frequencies, and the sink
+@pytest.mark.parametrize("overrides", [
+    ("l_asentmax_nape", "variant.sink=true", "variant.gate=elementwise"),
+    ("p_adaptive_temp_inference", "variant.positions=nape", "variant.sink=true"),
+    ("m_yarn_whole_dynamic_inference", "variant.sink=true", "variant.gate=elementwise"),
+], ids=["l2_sink_gate", "p_nape_sink", "m3_sink_gate"])  # fmt: skip
+def test_row_matches_naive_attention_with_both_sets_of_issue_60(overrides: tuple) -> None:
+    name, *changes = overrides
+    row_matches_naive_attention(tiny_model(name, 3, *changes))
+
+
+def row_matches_naive_attention(model: Transformer) -> None:
+    """The needle scores' rows of this model at theta x50 against naive_attention's."""
     model.rope_theta *= 50
     with torch.no_grad():  # larger q.k so that rows are far from uniform and errors show
         for block in model.layers:

@@ -211,7 +211,7 @@ def test_greedy_generate_is_the_niah_decoding(exported: dict, variant: str, fact
 
 @pytest.mark.parametrize(
     "variant", ["b_ssmax", "k_scale_invariant", "l_asentmax", "l_asentmax_nape",
-                "m_yarn_whole_dynamic_inference"],
+                "m_yarn_whole_dynamic_inference", "p_adaptive_temp_inference", "q_sink"],
 )  # fmt: skip
 def test_left_padding_does_not_count_as_keys_seen(exported: dict, variant: str) -> None:
     # batched generate: n_i = position_ids + 1 counts a row's own tokens, not its padding; the

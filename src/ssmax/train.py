@@ -81,15 +81,25 @@ def _datamodule_for(cfg: DictConfig) -> DataModuleFor:
 def inference_only_line(cfg: DictConfig) -> str | None:
     """What a run of an inference-only variant trains: one whose facts say it starts from
     another variant's weights and takes that variant's chain stages as they are (facts.start,
-    facts.inherit: (g), (m), (m2), (m3)). Its law is 1 at every position up to data.seq_len
-    (max(1, ...) of n / N), all that training sees, so training under it trains the start
-    variant's weights; the pipeline never trains it. Not refused: the weights are what the
-    variant evaluates. A variant of no length law ((k2): (k) with its RoPE as trained at the
+    facts.inherit: (g), (m), (m2), (m3), (p), (k2)). Its law is 1 at every position up to
+    data.seq_len (max(1, ...) of n / N), all that training sees, so training under it trains the
+    start variant's weights; the pipeline never trains it. Not refused: the weights are what the
+    variant evaluates. A normaliser in place of softmax ((p)) is no length law: it acts at every
+    position, and the line says that training under it trains weights the pipeline never
+    trains. A variant of no length law and softmax ((k2): (k) with its RoPE as trained at the
     evals) trains as its start does. None for any other variant."""
     facts = cfg.variant.facts
     if not facts.start or not facts.inherit:
         return None
     name, start = cfg.variant.name, facts.start["variant"]
+    if cfg.variant.scale == "none" and cfg.variant.normalizer != "softmax":
+        # (p): a normaliser, not a length law: it acts at every n
+        return (
+            f"variant={name} is inference-only: the pipeline evaluates {start}'s own weights "
+            f"under its law (conf/variant/{name}.yaml); its law (variant.normalizer="
+            f"{cfg.variant.normalizer}) is no length law and acts at every position, so this run "
+            "trains weights under it, which the pipeline never does"
+        )
     if cfg.variant.scale == "none":  # no length law: it differs from its start at the evals
         return (
             f"variant={name} trains as {start} does: it differs from it only at evaluation "

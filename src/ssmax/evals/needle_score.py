@@ -10,7 +10,8 @@ How: forward hooks on every ``Attention`` capture the layer input of the first p
 prefill); for its last position q is recomputed exactly as the layer does (wq, RoPE, the
 variant's multiplier m = s*log n etc. with n = number of keys) and one row
 softmax(m q K^T / sqrt(d)) is taken over the layer's cached keys, in float64 (a law of the
-general path: its score law and normaliser, laws.attention_weights, in float64). Only [H, n] rows
+general path: its score law and normaliser, laws.attention_weights, in float64; a learned sink
+joins the row's denominator there too, so a row sums to less than 1). Only [H, n] rows
 exist, never an n x n matrix. The model files are untouched. Span tokens are those whose decoded
 text overlaps the characters after the colon up to the needle's end (``build_sample``), so a
 token merging ":" with " 8" would count. Paper silent on trial depths: uniform in [0, 1] here.
@@ -53,7 +54,7 @@ def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:
         raise ValueError("needle scores take one prompt at a time")
     q = attn.wq(x[:, -1:]).view(1, 1, attn.n_heads, attn.head_dim).transpose(1, 2)
     q = attn.rotate(q, cos, sin)  # the last position's angles (NAPE: none)
-    rival = attn.general or attn.variant.scale in ADAPTIVE
+    rival = attn.general or attn.variant.scale in ADAPTIVE or attn.variant.sink
     if rival:  # the general path's factor (ASEntmax's reads the layer input)
         q = attn.scale_query(q.float(), x[:, -1:], None if term is None else term[-1:])
     elif term is not None:  # the same float32 multiplier the layer applies
@@ -67,8 +68,9 @@ def _row(attn: Attention, x, cos, sin, term, cache, layer: int) -> torch.Tensor:
         keys = attn.rotate(k, cos, sin)
     if rival:  # its score law and normaliser, as the layer runs them (laws.attention_weights)
         past = keys.shape[-2] - 1
+        sink = {name: w.double() for name, w in attn.sink_logits().items()}
         weights = attention_weights(q.double(), keys.double(), past=past,
-                                    **attn.general_params())  # fmt: skip
+                                    **attn.general_params(), **sink)  # fmt: skip
         return weights[0, :, 0]
     scores = q.double() @ keys.double().transpose(-1, -2) / math.sqrt(attn.head_dim)
     return scores.softmax(-1)[0, :, 0]

@@ -5,7 +5,8 @@ every weight maps one to one. Softmax (a) becomes a plain LlamaForCausalLM; ever
 SSMaxLlamaForCausalLM (modeling_ssmax.py, shipped in the folder), whose config carries the
 law's parameters: s and b per layer and head, p_n, N and the law's own (laws.PARAMS: beta,
 floor_scale), and how it places positions (p-RoPE, NAPE, YaRN's interpolation, whether the
-evals' theta factor reaches its RoPE). The laws themselves are ssmax/model/laws.py, shipped in
+evals' theta factor reaches its RoPE) and issue 60's gate (self_attn.g_proj) and sink logit
+(self_attn.sink). The laws themselves are ssmax/model/laws.py, shipped in
 the folder too.
 """
 
@@ -24,6 +25,7 @@ BLOCK_KEYS = {
     "attn.wv": "self_attn.v_proj", "attn.wo": "self_attn.o_proj",
     "ffn.w1": "mlp.gate_proj", "ffn.w3": "mlp.up_proj", "ffn.w2": "mlp.down_proj",
     "attn.len_beta": "self_attn.len_beta", "attn.len_gamma": "self_attn.len_gamma",
+    "attn.wg": "self_attn.g_proj", "attn": "self_attn",  # issue 60: the gate, attn.sink
 }  # fmt: skip
 TOP_KEYS = {"tok_emb": "model.embed_tokens", "norm": "model.norm", "lm_head": "lm_head"}
 LAW_KEYS = ("attn.s", "attn.b", "p_n")  # go to the config, not to the weights
@@ -84,6 +86,8 @@ def hf_config(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> Llam
         ssmax_yarn_beta_fast=float(variant.yarn_beta_fast),
         ssmax_yarn_beta_slow=float(variant.yarn_beta_slow),
         ssmax_yarn_ramp=variant.yarn_ramp,
+        ssmax_gate=variant.gate,
+        ssmax_sink=bool(variant.sink),
     )
 
 
@@ -92,7 +96,8 @@ def plain_softmax(variant: VariantConfig) -> bool:
     return (variant.scale == "none" and variant.score_law == "none"
             and variant.normalizer == "softmax" and variant.rope_fraction == 1
             and variant.rope_base is None and variant.rope_scaled_at_eval
-            and variant.positions == "rope" and variant.rope_scaling == "none")  # fmt: skip
+            and variant.positions == "rope" and variant.rope_scaling == "none"
+            and variant.gate == "none" and not variant.sink)  # fmt: skip
 
 
 def to_transformers(model: Transformer, eos_id: int, rope_factor: float = 1.0) -> PreTrainedModel:

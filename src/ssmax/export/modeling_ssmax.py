@@ -18,13 +18,22 @@ self_attn.len_beta / len_gamma projections of the layer's input, ssmax_delta, ss
 and p-RoPE (ssmax_rope_fraction, ssmax_rope_base; its base scaled as theta is, by
 rope_parameters' theta over ssmax_rope_theta0, the trained one).
 
-Issue 60: ssmax_rope_scaled_at_eval false keeps RoPE at the trained theta (ssmax_rope_theta0)
-whatever rope_parameters' theta says; ssmax_positions nape (no rotation, laws.nape_slopes on
-the first half of the heads, the law's factor on the other half); ssmax_law_n pass (a length
-law's n is the forward pass's length L = the last position + 1, per row, for every query:
-YaRN's dynamic scaling); ssmax_rope_scaling yarn_dynamic (laws.yarn_frequencies at s = max(1,
-L / N) of each forward pass: the cache holds keys before RoPE, and every key is rotated at the
-pass's frequencies, its position counted back from the row's last one).
+Issue 60, the rivals as their papers run them: ssmax_rope_scaled_at_eval false keeps RoPE at
+the trained theta (ssmax_rope_theta0) whatever rope_parameters' theta says; ssmax_positions nape
+(no rotation, laws.nape_slopes on the first half of the heads, the law's factor on the other
+half); ssmax_law_n pass (a length law's n is the forward pass's length L = the last position + 1,
+per row, for every query: YaRN's dynamic scaling); ssmax_rope_scaling yarn_dynamic
+(laws.yarn_frequencies at s = max(1, L / N) of each forward pass: the cache holds keys before
+RoPE, and every key is rotated at the pass's frequencies, its position counted back from the
+row's last one).
+
+Issue 60's arms: config.ssmax_gate (gated attention: per layer self_attn.g_proj, the gate's
+logits from the layer's input, laws.GATES on the heads' output before o_proj),
+config.ssmax_sink (per layer self_attn.sink, a logit per head in the softmax's denominator:
+laws.sink_attention, or the general path's sink where padding or a general law asks for it),
+and ssmax_normalizer adaptive_temperature (the general path). They compose with the above: the
+sink joins NAPE's ALiBi scores on the general path, and under yarn_dynamic the keys are rotated
+before the sink's extra key is added (it has no position).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ try:  # the exported folder: laws.py beside this file (transformers loads it wit
     from .laws import (
         ADAPTIVE,
         ADAPTIVE_PARAMS,
+        GATES,
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
@@ -45,6 +55,7 @@ try:  # the exported folder: laws.py beside this file (transformers loads it wit
         nape_scaled,
         nape_slopes,
         rope_frequencies,
+        sink_attention,
         yarn_frequencies,
     )
     from .laws import attention as general_attention
@@ -54,6 +65,7 @@ except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/l
     from ssmax.model.laws import (
         ADAPTIVE,
         ADAPTIVE_PARAMS,
+        GATES,
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
@@ -62,6 +74,7 @@ except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/l
         nape_scaled,
         nape_slopes,
         rope_frequencies,
+        sink_attention,
         yarn_frequencies,
     )
     from ssmax.model.laws import attention as general_attention
@@ -94,6 +107,8 @@ class SSMaxLlamaConfig(LlamaConfig):
     ssmax_yarn_beta_fast: float = 32.0  # yarn_dynamic only
     ssmax_yarn_beta_slow: float = 1.0  # yarn_dynamic only
     ssmax_yarn_ramp: str = "index"  # yarn_dynamic only
+    ssmax_gate: str = "none"  # laws.GATES, or none: the gate on the heads' output
+    ssmax_sink: bool = False  # a learned sink logit per head (self_attn.sink)
 
 
 def general(cfg: SSMaxLlamaConfig) -> bool:
@@ -166,6 +181,10 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             self.len_gamma = torch.nn.Linear(config.hidden_size, self.scaled_heads, bias=True)
         if config.ssmax_rope_scaling != "none":  # the keys' angles at each pass's frequencies
             self.key_rotary = SSMaxRotaryEmbedding(config)
+        if config.ssmax_gate != "none":  # gated attention's W_theta (laws.GATES)
+            self.g_proj = torch.nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        if config.ssmax_sink:  # one logit per head, loaded from the weights
+            self.sink = torch.nn.Parameter(torch.zeros(heads))
 
     def keys_seen(self, position_ids: torch.Tensor) -> torch.Tensor:
         """n of each query [batch, positions]: position + 1, or (ssmax_law_n pass) the
@@ -203,6 +222,12 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             m = m + torch.tensor(cfg.ssmax_b[i], dtype=torch.float32, device=device)[None, :, None]
         return m[..., None]
 
+    def gated(self, out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """The heads' output [batch, positions, hidden] through the gate (laws.GATES), if any."""
+        if self.config.ssmax_gate == "none":
+            return out
+        return GATES[self.config.ssmax_gate](out, self.g_proj(hidden))
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -235,8 +260,13 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             keys = position_ids[:, -1:] - (k.shape[-2] - 1 - slots)[None, :]
             cos, sin = self.key_rotary(v, keys)
             k = k * cos.unsqueeze(1) + llama.rotate_half(k) * sin.unsqueeze(1)
-        if general(cfg):  # distances and the causal mask by cache slot; padding from the mask
-            keep = None
+        past = k.shape[-2] - q.shape[-2]
+        if cfg.ssmax_sink and not general(cfg) and not isinstance(attention_mask, torch.Tensor):
+            out = sink_attention(q, k, v, self.sink, past=past)  # the model's own kernel
+            out = out.transpose(1, 2).reshape(*input_shape, -1).contiguous()
+            return self.o_proj(self.gated(out, hidden_states)), None
+        if general(cfg) or cfg.ssmax_sink:  # distances and the causal mask by cache slot
+            keep = None  # padding from the mask
             if isinstance(attention_mask, torch.Tensor):
                 mask = attention_mask[..., : k.shape[-2]]
                 keep = mask if mask.dtype == torch.bool else mask == 0
@@ -244,11 +274,12 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             params = {name: getattr(cfg, f"ssmax_{name}") for name in names}
             if self.nape:
                 params["alibi"] = nape_slopes(cfg.num_attention_heads, device=q.device)
-            out = general_attention(q, k, v, past=k.shape[-2] - q.shape[-2], keep=keep,
+            sink = {"sink": self.sink} if cfg.ssmax_sink else {}
+            out = general_attention(q, k, v, past=past, keep=keep,
                             score_law=cfg.ssmax_score_law, normalizer=cfg.ssmax_normalizer,
-                            **params)  # fmt: skip
+                            **params, **sink)  # fmt: skip
             out = out.transpose(1, 2).reshape(*input_shape, -1).contiguous()
-            return self.o_proj(out), None
+            return self.o_proj(self.gated(out, hidden_states)), None
         attention = llama.ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, llama.eager_attention_forward
         )
@@ -257,7 +288,8 @@ class SSMaxLlamaAttention(llama.LlamaAttention):
             dropout=0.0 if not self.training else self.attention_dropout,
             scaling=self.scaling, **kwargs,
         )  # fmt: skip
-        return self.o_proj(out.reshape(*input_shape, -1).contiguous()), weights
+        out = self.gated(out.reshape(*input_shape, -1).contiguous(), hidden_states)
+        return self.o_proj(out), weights
 
 
 class SSMaxLlamaForCausalLM(LlamaForCausalLM):

@@ -33,6 +33,14 @@ score_mod where it runs fused: a compiled forward on CUDA, softmax only), issue 
 The query-factor laws keep the fused SDPA path (variant.path=auto); variant.path=explicit or
 flex sends any law through the general path.
 
+Issue 60's arms (docs/rival-laws.md), each a setting of its own that composes with the above:
+
+    gate      gated attention: Y' = Y * sigmoid(wg x) after attention, before wo (laws.GATES;
+              one gate per channel of each head, x the layer's normalised input)
+    sink      a learned logit per head in the softmax's denominator (gpt-oss): SDPA with one
+              extra key (laws.sink_attention), or the general path's extra entry
+    adaptive_temperature   a normaliser (laws.NORMALIZERS): the general path
+
 n is the number of keys the query attends to: position + 1 under the causal mask, which is
 also the cache length when decoding with a KV cache; or, under variant.law_n=pass (YaRN's
 dynamic scaling), the forward pass's length L for every query. Under variant.rope_scaling (YaRN's
@@ -53,6 +61,7 @@ from ssmax.model.cache import KVCache
 from ssmax.model.laws import (
     ADAPTIVE,
     ADAPTIVE_PARAMS,
+    GATES,
     LAWS,
     NORMALIZER_PARAMS,
     NORMALIZERS,
@@ -64,6 +73,7 @@ from ssmax.model.laws import (
     nape_scaled,
     nape_slopes,
     score_mod,
+    sink_attention,
 )
 from ssmax.model.laws import attention as explicit_attention
 from ssmax.model.rotary import apply_rope
@@ -105,6 +115,10 @@ class VariantConfig:
     # model's theta spacing, else (base x the evals' theta factor)^(-j / (K - 1))
     rope_fraction: float = field(default=1.0, metadata={"gt": 0, "le": 1})  # pairs that turn
     rope_base: float | None = field(default=None, metadata={"gt": 0})  # null: theta spacing
+    # issue 60: after attention, the output gate (laws.GATES: elementwise, Y * sigmoid(wg x));
+    # a learned sink logit per head in the softmax's denominator (gpt-oss), N(0, init_std)
+    gate: str = field(default="none", metadata={"choices": ("none", *GATES)})  # after SDPA
+    sink: bool = False  # one more logit per head in each softmax, with no value
     path: str = field(default="auto", metadata={"choices": PATHS})  # auto: SDPA where it can
     # issue 60, each rival as its own paper runs it (docs/rival-laws.md); the defaults are what
     # every law did before. Whether the evals' theta factor (pipeline.rope_factor, x50) reaches
@@ -195,6 +209,10 @@ class Attention(nn.Module):
                 self.register_buffer("s", s, persistent=False)
         if variant.bias:
             self.b = nn.Parameter(torch.full((n_heads,), float(variant.b_init)))
+        if variant.gate != "none":  # gated attention's W_theta: one gate per channel and head
+            self.wg = nn.Linear(dim, dim, bias=False)
+        if variant.sink:  # set by Transformer.reset_parameters (N(0, init_std), as GptOss's)
+            self.sink = nn.Parameter(torch.zeros(n_heads))
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [B, H, T, D] rotated by RoPE at the last T of the given angles (none under NAPE)."""
@@ -231,6 +249,17 @@ class Attention(nn.Module):
             return (q.to(m.dtype) * m.transpose(1, 2)[..., None]).to(q.dtype)
         return (q.float() * self.multiplier(term)[None, :, :, None]).to(q.dtype)
 
+    def gated(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The heads' output y [B, T, dim] (concatenated) through the variant's gate, whose
+        logits read the layer's input x [B, T, dim]; y itself without one."""
+        if self.variant.gate == "none":
+            return y
+        return GATES[self.variant.gate](y, self.wg(x))
+
+    def sink_logits(self) -> dict[str, torch.Tensor]:
+        """The general path's ``sink`` keyword: {"sink": [H]} for a sink variant, else {}."""
+        return {"sink": self.sink} if self.variant.sink else {}
+
     def general_attention(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, past: int
     ) -> torch.Tensor:
@@ -246,6 +275,7 @@ class Attention(nn.Module):
             and params["normalizer"] == "softmax"
             and torch.compiler.is_compiling()
             and past == 0
+            and not self.variant.sink  # FlexAttention has no extra key: the explicit kernel
         )
         if flex:  # softmax only: FlexAttention's normaliser
             from torch.nn.attention.flex_attention import flex_attention
@@ -254,7 +284,7 @@ class Attention(nn.Module):
             mod = score_mod(params["score_law"], past, q.device, params.get("alibi"),
                             **score_params)  # fmt: skip
             return flex_attention(q, k.to(q.dtype), v.to(q.dtype), score_mod=mod)
-        return explicit_attention(q, k, v, past=past, **params)
+        return explicit_attention(q, k, v, past=past, **params, **self.sink_logits())
 
     def forward(
         self,
@@ -285,7 +315,7 @@ class Attention(nn.Module):
             if self.rope_on_read:  # every key at this pass's frequencies
                 k = self.rotate(k, cos, sin)
             y = self.general_attention(q, k, v, past)
-            return self.wo(y.transpose(1, 2).reshape(bsz, t, dim))
+            return self.wo(self.gated(y.transpose(1, 2).reshape(bsz, t, dim), x))
         if term is not None:
             q = (q.float() * self.multiplier(term)[None, :, :, None]).to(v.dtype)
         past = 0
@@ -294,11 +324,13 @@ class Attention(nn.Module):
             k, v = cache.update(layer, k, v)
         if self.rope_on_read:  # every key at this pass's frequencies
             k = self.rotate(k, cos, sin)
-        if t == 1:  # one new token sees every key held and its own
+        if self.variant.sink:  # the sink as one more key of SDPA (laws.sink_attention)
+            y = sink_attention(q, k, v, self.sink, past=past)
+        elif t == 1:  # one new token sees every key held and its own
             y = F.scaled_dot_product_attention(q, k, v)
         elif past == 0:  # (plain Python branches: a compiled forward guards on them)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # a chunk appended to a cache: causal within the chunk, full over the past
             keep = torch.ones(t, past + t, dtype=torch.bool, device=x.device).tril(past)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
-        return self.wo(y.transpose(1, 2).reshape(bsz, t, dim))
+        return self.wo(self.gated(y.transpose(1, 2).reshape(bsz, t, dim), x))

@@ -39,6 +39,14 @@ ROPE_PARAMS, YARN_PARAMS (config.json's ssmax_<name>).
 A length law's n is, per variant (its law_n), the keys each query sees (n_i = i + 1, the
 paper's), or the forward pass's length L for every query of the pass (YaRN's dynamic scaling:
 one s = max(1, L / N) a pass; under a KV cache, the cache length with the pass's tokens).
+
+Issue 60's arms, each a law of its own beside the above (docs/rival-laws.md):
+
+    NORMALIZERS  also ``adaptive_temperature``: softmax(beta z), beta = max(1, poly(H)) where the
+                 entropy H of softmax(z) exceeds 0.5 (Velickovic et al., "softmax is not enough")
+    SINK         a learned logit per head in the softmax's denominator, with no value (gpt-oss):
+                 ``attention_weights(sink=...)``, or fused through SDPA: ``sink_attention``
+    GATES        after attention: ``elementwise``, Y' = Y * sigmoid(X W) (gated attention)
 """
 
 from __future__ import annotations
@@ -202,7 +210,32 @@ def softmax(z: torch.Tensor, **_: object) -> torch.Tensor:
     return torch.softmax(z, dim=-1)
 
 
-NORMALIZERS: dict[str, Callable[..., torch.Tensor]] = {"softmax": softmax, "entmax": entmax}
+# "softmax is not enough" (Velickovic, Perivolaropoulos, Barbero, Pascanu; arXiv 2410.01104, Fig. 4
+# of its ICML 2025 version, Fig. 5 of v2): the polynomial fit of the inverse temperature beta to
+# the entropy, highest degree first (jnp.polyval's order), and the entropy above which it applies
+ADAPTIVE_TEMPERATURE_POLY = (-0.037, 0.481, -2.3, 4.917, -1.791)
+ADAPTIVE_TEMPERATURE_MIN_ENTROPY = 0.5
+
+
+def adaptive_temperature(z: torch.Tensor, **_: object) -> torch.Tensor:
+    """Adaptive temperature (the paper's JAX code, Fig. 4): p = softmax(z); H = -sum p log(p +
+    1e-9), the Shannon entropy of each row (nats); beta = max(poly(H), 1) where H > 0.5, else 1
+    ("don't overcorrect low-entropy heads", "never increase entropy"); softmax(z * beta). Masked
+    (-inf) entries stay -inf (beta >= 1) and count 0 in H. Each row alone: causal, and the same
+    one query at a time under a KV cache."""
+    p = torch.softmax(z, dim=-1)
+    entropy = -(p * torch.log(p + 1e-9)).sum(dim=-1, keepdim=True)
+    poly = torch.zeros_like(entropy)
+    for coefficient in ADAPTIVE_TEMPERATURE_POLY:  # Horner, highest degree first
+        poly = poly * entropy + coefficient
+    beta = torch.where(entropy > ADAPTIVE_TEMPERATURE_MIN_ENTROPY, poly.clamp(min=1.0), 1.0)
+    masked = torch.isneginf(z)  # -inf * beta, but with a gradient (0 * -inf would be NaN)
+    return torch.softmax((z.masked_fill(masked, 0.0) * beta).masked_fill(masked, -math.inf), -1)
+
+
+NORMALIZERS: dict[str, Callable[..., torch.Tensor]] = {
+    "softmax": softmax, "entmax": entmax, "adaptive_temperature": adaptive_temperature,
+}  # fmt: skip
 NORMALIZER_PARAMS = ("alpha",)
 
 
@@ -216,6 +249,7 @@ def attention_weights(
     normalizer: str = "softmax",
     keep: torch.Tensor | None = None,
     alibi: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
     **params: float,
 ) -> torch.Tensor:
     """Causal attention weights [..., T, past + T] of queries [..., T, D] at positions past ..
@@ -223,7 +257,10 @@ def attention_weights(
     least float32), the score law on each by its distance t = i - j, ALiBi's -alibi_h * t
     (``alibi``: one slope per head, the heads the third axis from the end; 0: none), the future
     masked (-inf) and where ``keep`` (bool, broadcast to the scores) is False (padding), then
-    the normaliser. q carries its factor m_i already."""
+    the normaliser. q carries its factor m_i already. ``sink`` [H] (the heads: dim -3 of q): a
+    logit per head that joins each row as one more entry, never masked, normalised with the
+    rest and then dropped (gpt-oss's sinks; it has no value): the weights sum to less than 1.
+    ALiBi and the sink compose: the sink's entry has no distance, so no ALiBi term."""
     dtype = torch.promote_types(q.dtype, torch.float32)
     scores = (q.to(dtype) @ k.to(dtype).transpose(-1, -2)).to(dtype)  # (bf16 under autocast)
     scores = scores * (1.0 / math.sqrt(q.shape[-1]))
@@ -238,7 +275,12 @@ def attention_weights(
         scores = scores - alibi.to(dtype)[:, None, None] * t.clamp(min=0).to(dtype)
     drop = t < 0 if keep is None else (t < 0) | ~keep
     scores = scores.masked_fill(drop, float("-inf"))
+    if sink is not None:  # one more entry per row: the head's sink logit, as it is (unscaled)
+        column = sink.to(dtype)[:, None, None].expand(*scores.shape[:-1], 1)
+        scores = torch.cat([scores, column], dim=-1)
     weights = NORMALIZERS[normalizer](scores, **_only(params, NORMALIZER_PARAMS))
+    if sink is not None:
+        weights = weights[..., :-1]
     if keep is not None:  # a padding query that keeps no key: weights 0, not NaN
         weights = torch.where(drop.all(-1, keepdim=True), 0.0, weights)
     return weights
@@ -263,6 +305,50 @@ def attention(
         )
         outs.append(w.to(v.dtype) @ v)
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=-2)
+
+
+def sink_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sink: torch.Tensor, *, past: int
+) -> torch.Tensor:
+    """Causal softmax attention with a sink logit per head, through the fused
+    F.scaled_dot_product_attention: attention_weights(q, k, past=past, sink=sink) @ v. q
+    [B, H, T, D] (its factor m_i applied), k and v [B, H, past + T, D], sink [H].
+
+    The sink is one more key, in front of the others, with value 0 and score sink_h: every key
+    gets one more coordinate, 0, the sink's key is (0, ..., 0, sink_h) and every query gets
+    sqrt(D) there, so that its score q k / sqrt(D) (SDPA's scale kept at 1 / sqrt(D), not of
+    D + 1) is sink_h exactly, whatever the query's factor. The mask: one token sees the sink and
+    every key; a prefill (past = 0) puts a query of zeros in front, so that queries and keys are
+    square and is_causal (top-left) lets query i see the sink and keys 0..i (the flash kernels
+    run); its output is dropped; a chunk after a cache sees the sink, the past and its own keys
+    causally (a boolean mask)."""
+    b, h, t, d = q.shape
+    root = math.sqrt(d)
+    q1 = torch.cat([q, q.new_full((b, h, t, 1), root)], dim=-1)
+    k1 = torch.cat([k, k.new_zeros((b, h, k.shape[-2], 1))], dim=-1)
+    sink_key = torch.cat([k.new_zeros((h, d)), sink.to(k.dtype)[:, None]], dim=-1)
+    k1 = torch.cat([sink_key[None, :, None, :].expand(b, h, 1, d + 1), k1], dim=-2)
+    v1 = torch.cat([v.new_zeros((b, h, 1, v.shape[-1])), v], dim=-2)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    if t == 1:  # (plain Python branches, as the model's own: a compiled forward guards on them)
+        return sdpa(q1, k1, v1, scale=1.0 / root)
+    if past == 0:
+        q1 = torch.cat([q1.new_zeros((b, h, 1, d + 1)), q1], dim=-2)
+        return sdpa(q1, k1, v1, is_causal=True, scale=1.0 / root)[:, :, 1:]
+    keep = torch.ones(t, past + t + 1, dtype=torch.bool, device=q.device).tril(past + 1)
+    return sdpa(q1, k1, v1, attn_mask=keep, scale=1.0 / root)
+
+
+# ---------------------------------------------------------------- after attention: the gate
+def elementwise_sigmoid(y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """Gated attention's best form (Qiu et al., NeurIPS 2025, arXiv 2505.06708): Y' = Y *
+    sigmoid(X W_theta) at G1, the attention's output (heads concatenated, before the output
+    projection), one gate per channel of each head, logits = X W_theta from the layer's
+    normalised input (the authors' elementwise_attn_output_gate; Qwen3-Next's gate)."""
+    return y * torch.sigmoid(logits)
+
+
+GATES: dict[str, Callable[..., torch.Tensor]] = {"elementwise": elementwise_sigmoid}
 
 
 def score_mod(

@@ -86,6 +86,9 @@ class Transformer(nn.Module):
         for module in self.modules():  # meta weights (count_parameters) hold nothing to set
             if isinstance(module, nn.Linear | nn.Embedding) and not module.weight.is_meta:
                 nn.init.normal_(module.weight, std=self.cfg.init_std)
+            sink = getattr(module, "sink", None)  # issue 60: transformers' GptOss, N(0, std)
+            if isinstance(sink, nn.Parameter) and not sink.is_meta:
+                nn.init.normal_(sink, std=self.cfg.init_std)
 
     @property
     def head_dim(self) -> int:

@@ -72,6 +72,11 @@ def _check_path(v: DictConfig, accelerator: str) -> None:
             f"variant.path='sdpa' cannot run {law} (SDPA takes a factor on the query only); "
             "allowed with it: 'auto', 'explicit', 'flex'",
         )
+    require(
+        not (v.sink and v.path == "flex"),
+        "variant.path='flex' cannot run variant.sink=true (FlexAttention has no extra key for "
+        "the sink); allowed with it: 'auto', 'sdpa', 'explicit'",
+    )
     if v.path == "flex":
         require(
             accelerator not in ("cpu", "auto") or torch.cuda.is_available(),

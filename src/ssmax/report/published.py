@@ -20,7 +20,9 @@ the report's results.json (variant -> metric -> seed -> value), the metrics it l
 and the verdicts published under the rule until issue 42. The claims read it directly
 (gather.Results.table); their verdict table is computed here, never typed. A generated block
 lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`. The rival laws'
-files and blocks (issue 43): report.published_rivals; the files' shape: report.published_file.
+files and blocks (issue 43): report.published_rivals; the files' shape: report.published_file;
+the leaderboard of every law and its figure of NIAH by context (issue 60, docs/figures/):
+report.published_board, whose figure `--check` holds to its numbers too.
 """
 
 from __future__ import annotations
@@ -31,17 +33,27 @@ import sys
 from pathlib import Path
 
 from ssmax.config.variants import ordered
-from ssmax.files.atomic import atomic_write_json, atomic_write_text
+from ssmax.files.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ssmax.report.claims import Claim, claims
 from ssmax.report.design import without_failed
 from ssmax.report.headline import headline
 from ssmax.report.metrics import table_names
 from ssmax.report.multiplicity import UNDECIDABLE
+from ssmax.report.published_board import (
+    FIGURE,
+    FIGURE_CSV,
+    board_block,
+    draw,
+    figure_files,
+    figure_stale,
+)
 from ssmax.report.published_file import (
+    EXTENSION,
     PUBLISHED,
     ROOT,
     Published,
     counts,
+    extended,
     letter,
     load,
     run_file,
@@ -53,12 +65,12 @@ from ssmax.report.render import _md_table, family_text, ordering_text, seeds_tex
 from ssmax.report.replicate import compare, read_judgeable
 from ssmax.report.replicate import table as again_table
 
-EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
          "verdicts-short": "docs/results.md", "replication-gpu": "docs/results.md",
          "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md",
          "rival-laws": "docs/results.md", "rival-laws-short": "README.md",
-         "rival-design-cpu": "docs/rival-laws.md", "headline": "README.md"}  # fmt: skip
+         "rival-design-cpu": "docs/rival-laws.md", "headline": "README.md",
+         "leaderboard": "docs/results.md"}  # fmt: skip
 # other runs of some of the published chains, each a generated block (report.replicate)
 REPLICATIONS = {
     "replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json",
@@ -175,18 +187,7 @@ def blocks(pub: Published) -> dict[str, str]:
     made["verdicts-extended"] = extended_verdicts(pub, checked, EXTENSION)
     made["headline"] = headline(extended(pub, load(EXTENSION)),
                                 read_judgeable(REPLICATIONS["replication-gpu"]))  # fmt: skip
-    return made | rival_blocks()
-
-
-def extended(pub: Published, ext: Published) -> Published:
-    """The published seeds and the extension's together, for the metrics the published file
-    holds (a metric only the added seeds have stays out: its orderings stay n/a)."""
-    if overlap := set(pub.run["seeds"]) & set(ext.run["seeds"]):
-        raise SystemExit(f"the extension repeats published seeds {sorted(overlap)}")
-    table = {v: {m: {**by_seed, **ext.table.get(v, {}).get(m, {})} for m, by_seed in ms.items()}
-             for v, ms in pub.table.items()}  # fmt: skip
-    run = {**pub.run, "seeds": sorted([*pub.run["seeds"], *ext.run["seeds"]])}
-    return Published(table, run, pub.absent, pub.digits, pub.old_rule)
+    return made | rival_blocks() | {"leaderboard": board_block()}
 
 
 def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
@@ -298,6 +299,7 @@ def _main(argv: list[str] | None) -> int:
         atomic_write_json(path, content, indent=2)
         print(f"wrote {path.relative_to(ROOT)}: seeds {content['run']['seeds']}")
     made, stale = blocks(pub), []
+    numbers, found = figure_files()  # the leaderboard figure's numbers, read before any write
     for page in dict.fromkeys(PAGES.values()):
         path = ROOT / page
         text = new = path.read_text()
@@ -307,6 +309,17 @@ def _main(argv: list[str] | None) -> int:
             stale.append(page)
             if not args.check:
                 atomic_write_text(path, new)
+    figure = str(FIGURE.relative_to(ROOT))
+    if figure_stale(numbers):  # its numbers, or the PNG not drawn from them
+        stale.append(figure)
+    if not args.check:
+        if not FIGURE_CSV.is_file() or FIGURE_CSV.read_text() != numbers:
+            atomic_write_text(FIGURE_CSV, numbers)
+        png = draw(found, numbers)
+        if not FIGURE.is_file() or FIGURE.read_bytes() != png:
+            FIGURE.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(FIGURE, png)
+            stale += [] if figure in stale else [figure]
     if args.check and stale:
         print(f"stale against {args.file}: {', '.join(stale)} (make results-page)")
         return 1

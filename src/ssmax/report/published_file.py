@@ -20,6 +20,7 @@ from ssmax.report.replicate import as_table, judgeable, read_json, read_table
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"
+EXTENSION = ROOT / "docs" / "results" / "verdict_seeds11-12.json"  # added seeds (--extend)
 
 
 @dataclass
@@ -61,6 +62,17 @@ def load(path: Path = PUBLISHED) -> Published:
         raise SystemExit(f"{path}: values of seeds {extra}, which run.seeds {seeds} lacks")
     old = data.get("old_rule", {}).get("verdicts", {})
     return Published(table, run, data.get("absent", {}), data.get("digits", {}), old)
+
+
+def extended(pub: Published, ext: Published) -> Published:
+    """The published seeds and the extension's together, for the metrics the published file
+    holds (a metric only the added seeds have stays out: its orderings stay n/a)."""
+    if overlap := set(pub.run["seeds"]) & set(ext.run["seeds"]):
+        raise SystemExit(f"the extension repeats published seeds {sorted(overlap)}")
+    table = {v: {m: {**by_seed, **ext.table.get(v, {}).get(m, {})} for m, by_seed in ms.items()}
+             for v, ms in pub.table.items()}  # fmt: skip
+    run = {**pub.run, "seeds": sorted([*pub.run["seeds"], *ext.run["seeds"]])}
+    return Published(table, run, pub.absent, pub.digits, pub.old_rule)
 
 
 def skill_floor(pub: Published) -> float:

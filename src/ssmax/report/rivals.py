@@ -53,6 +53,44 @@ def rival_specs(long: Sequence[str]) -> list[tuple[str, str, list[Ordering]]]:
         ("rival_m_loss", "Claim of Peng et al. (2023), Sec. 3.4: YaRN's temperature (m) lowers "
          "the loss of the unscaled model (a) at extended context (no claim against SSMax)",
          _lower_loss(long, "m", "a")),
+        *arm_specs(long),
+    ]  # fmt: skip
+
+
+def arm_specs(long: Sequence[str]) -> list[tuple[str, str, list[Ordering]]]:
+    """(key, text, orderings) of the claims docs/rival-laws.md wrote down for issue 60's arms
+    and the rivals as their papers run them, before any seed of theirs ran (2026-11-29)."""
+    return [
+        ("arm_n_pretrain", "Claim of Qiu et al. (NeurIPS 2025): gated attention (n) reaches a "
+         "lower pretraining loss than softmax (a)", [Ordering("pretrain_loss", "n", "a")]),
+        ("arm_n_loss", "Claim of Qiu et al. (NeurIPS 2025): gated attention (n) has a lower loss "
+         "than softmax (a) past the training length", _lower_loss(long, "n", "a")),
+        ("arm_n_niah", "Claim of Qiu et al. (NeurIPS 2025): gated attention (n) retrieves better "
+         "than softmax (a) past the training length", [Ordering(NIAH, "a", "n")]),
+        ("arm_o_loss", "Whether the gate adds to SSMax (as OLMo-core pairs them): gated attention "
+         "with SSMax (o) has a lower loss than SSMax (b) past the training length",
+         _lower_loss(long, "o", "b")),
+        ("arm_o_niah", "Whether the gate adds to SSMax (as OLMo-core pairs them): gated attention "
+         "with SSMax (o) retrieves better than SSMax (b) past the training length",
+         [Ordering(NIAH, "b", "o")]),
+        ("arm_p_niah", "Claim of Velickovic et al. (ICML 2025): adaptive temperature (p) retrieves "
+         "better than softmax (a), on its weights, past the training length, at no training cost",
+         [Ordering(NIAH, "a", "p")]),
+        ("rival_k2_loss", "Claim of Anson et al. (NeurIPS 2025), Table 1, evaluated as they do "
+         "(RoPE as trained): (k2) has a lower loss than LogN/SSMax (b) past the training length",
+         _lower_loss(long, "k2", "b")),
+        ("rival_k2_niah", "Claim of Anson et al. (NeurIPS 2025), Table 2, evaluated as they do "
+         "(RoPE as trained): the retrieval of (k2) past the training length is at least as good "
+         "as LogN's (b)" + NOT_CONTRADICTED, [Ordering(NIAH, "b", "k2")]),
+        ("rival_l2_loss", "Claim of Vasylenko et al. (ICLR 2026), with NAPE as they run it: "
+         "(l2) has a lower loss than scalable softmax (b) at longer contexts",
+         _lower_loss(long, "l2", "b")),
+        ("rival_l2_niah", "Claim of Vasylenko et al. (ICLR 2026), with NAPE as they run it: "
+         "(l2) retrieves better than scalable softmax (b) past the training length",
+         [Ordering(NIAH, "b", "l2")]),
+        ("rival_m3_loss", "Claim of Peng et al. (2023), Sec. 3.2-3.4, as YaRN runs it (dynamic "
+         "interpolation and temperature, (m3)): it lowers the loss of the unscaled model (a) at "
+         "extended context", _lower_loss(long, "m3", "a")),
     ]  # fmt: skip
 
 
@@ -96,7 +134,7 @@ class Row:
     against: dict[str, Checked] = field(default_factory=dict)  # base letter -> its ordering
 
 
-def _better(measure: str, law: str, base: str) -> Ordering:
+def better(measure: str, law: str, base: str) -> Ordering:
     """The ordering "law better than base": positive d is the law's better side."""
     return Ordering(measure, law, base) if measure.startswith("loss@") else Ordering(
         measure, base, law)  # fmt: skip
@@ -115,18 +153,24 @@ def leaderboard(results: Results, variants: Sequence[str] = ()) -> tuple[list[Ro
     letters = present(results, variants)
     if not letters & rival_letters():
         return [], None
-    laws = sorted(letters - set(BASES))
+    return board(results, sorted(letters - set(BASES)))
+
+
+def board(results: Results, laws: Sequence[str]) -> tuple[list[Row], Claim]:
+    """The family "leaderboard" of one run: each law (letters, none of them a base) against (a)
+    and (b) on each headline measure the run has, Benjamini-Hochberg; (rows, the family's
+    claim-like record). report.published_board reads every run's laws this way."""
     measures = [NIAH, TOP, *_long(results)]
-    orderings = [_better(m, law, base) for law in laws for m in measures for base in BASES]
-    board = check(results, "leaderboard", "every law against (a) and (b)", orderings)
-    apply_rule([board], family=lambda c: "leaderboard")
-    checks = iter(board.checks)
+    orderings = [better(m, law, base) for law in laws for m in measures for base in BASES]
+    family = check(results, "leaderboard", "every law against (a) and (b)", orderings)
+    apply_rule([family], family=lambda c: "leaderboard")
+    checks = iter(family.checks)
     rows = []
     for law in laws:
         for m in measures:
             own = Interval.of(list(values_of(results, m, by_letter().get(law, law)).values()))
             rows.append(Row(law, m, _own(own), {base: next(checks) for base in BASES}))
-    return rows, board
+    return rows, family
 
 
 def board_json(rows: Sequence[Row], board: Claim | None) -> dict:
