@@ -123,20 +123,20 @@ class VariantConfig:
     # issue 60, each rival as its own paper runs it (docs/rival-laws.md); the defaults are what
     # every law did before. Whether the evals' theta factor (pipeline.rope_factor, x50) reaches
     # this variant's RoPE (and p-RoPE's base); false: its rotary frequencies stay as trained
-    rope_scaled_at_eval: bool = True
+    rope_scaled_at_eval: bool = True  # false: RoPE as trained at the evals ((k2), (m3))
     # the positions: RoPE on every head, or nape (ASEntmax's NAPE: no rotation, the first half
     # of the heads ALiBi with slopes 1, 1/2, ..., the rest NoPE, the law's factor on those only)
-    positions: str = field(default="rope", metadata={"choices": POSITIONS})
+    positions: str = field(default="rope", metadata={"choices": POSITIONS})  # nape: (l2)
     # a length law's n: query (the keys query i sees, n_i = i + 1) or pass (the forward pass's
     # length L for every query: YaRN's dynamic scaling, one s = max(1, L / N) a pass)
-    law_n: str = field(default="query", metadata={"choices": LAW_N})
+    law_n: str = field(default="query", metadata={"choices": LAW_N})  # pass: (m2), (m3)
     # yarn_dynamic: YaRN's NTK-by-parts interpolation of the rotary frequencies by s = max(1, L /
     # N) of each forward pass (laws.yarn_frequencies); replaces the evals' theta factor
-    rope_scaling: str = field(default="none", metadata={"choices": ROPE_SCALINGS})
+    rope_scaling: str = field(default="none", metadata={"choices": ROPE_SCALINGS})  # (m3)
     yarn_beta_fast: float = field(default=32.0, metadata={"gt": 0})  # YaRN's beta: pairs kept
     yarn_beta_slow: float = field(default=1.0, metadata={"gt": 0})  # YaRN's alpha: interpolated
     # the ramp between them: index (the authors' code, transformers') or ratio (Sec. 3.2's)
-    yarn_ramp: str = field(default="index", metadata={"choices": YARN_RAMPS})
+    yarn_ramp: str = field(default="index", metadata={"choices": YARN_RAMPS})  # the ramp
 
 
 def inv_mean_log_n(train_len: int) -> float:
