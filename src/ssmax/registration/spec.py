@@ -21,7 +21,8 @@ class Registration:
     variants: tuple[str, ...]
     seeds: tuple[int, ...]  # the registered seeds, in the order they run
     spares: tuple[int, ...]  # taken in order for a seed that fails twice for a technical cause
-    primary: tuple[str, ...]  # the primary family's ordering labels (report.claims)
+    primary: tuple[str, ...]  # the primary family's ordering labels (report.claims); () where
+    # the registration judges other families only (rule.families: each with its orderings)
     runs: dict[str, dict]  # run name (cpu, gpu) -> its machine, seeds and how it is run
     data: dict  # the whole file
     path: Path = REGISTRATION
@@ -30,6 +31,12 @@ class Registration:
         """The folder of one run's seed records: docs/results/<name>/<run>/ beside the
         registration's docs/registration/."""
         return self.path.parent.parent / "results" / self.name / run
+
+    def orderings(self, family: str) -> tuple[str, ...]:
+        """A registered family's ordering labels ('x < y on metric'), as report.claims names
+        them; () where the family lists none (it is every ordering of a kind, in words)."""
+        listed = self.data["rule"]["families"].get(family, {}).get("orderings", ())
+        return tuple(listed) if isinstance(listed, list) else ()
 
     def seeds_of(self, run: str) -> tuple[int, ...]:
         return tuple(self.runs[run].get("seeds", self.seeds))
@@ -50,7 +57,7 @@ def load(path: Path = REGISTRATION) -> Registration:
             pipeline=str(data["pipeline"]), variants=tuple(data["variants"]),
             seeds=tuple(int(s) for s in data["seeds"]),
             spares=tuple(int(s) for s in data.get("spares", ())),
-            primary=tuple(data["rule"]["families"]["primary"]["orderings"]),
+            primary=tuple(data["rule"]["families"].get("primary", {}).get("orderings", ())),
             runs=dict(data["runs"]), data=data, path=path,
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
