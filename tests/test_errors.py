@@ -231,7 +231,7 @@ def test_gpu_bench_script_refuses_an_unknown_part_before_any_work(tmp_path: Path
     assert done.returncode == 2
     assert done.stderr == (
         "gpu_bench.sh: unknown part 'mfu' (allowed: niah, evals, step, sysmetrics, seeds, bits, "
-        "replicate, rivals, bundle)\n"
+        "replicate, rivals, bundle, confirm)\n"
     )
     assert not (tmp_path / "out").exists()  # nothing installed, nothing written
 
