@@ -5,7 +5,8 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
 
 - init: each seed's model as its solo run builds it (torch seeded with the seed, then the model);
 - data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
-  lm_datamodule), so its own order; epochs roll over as the sampler counts them;
+  lm_datamodule), so its own order; epochs roll over as the sampler counts them; on CUDA each
+  seed's batches made in a loader process of its own (the same batches);
 - loss: LitLM.loss, micro-batches divided by the accumulation, as Lightning does;
 - clipping: each seed's gradient by its own norm (SeedBundle.clip_per_seed), never one norm
   over the seeds;
@@ -43,6 +44,7 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
+from torch.utils.data import DataLoader
 
 from ssmax.config.compose import absolute_paths, model_config, variant_config
 from ssmax.data.lm import fact_transform
@@ -88,13 +90,25 @@ def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> 
     return modules
 
 
-def batches(module: LMDataModule) -> Iterator[dict[str, torch.Tensor]]:
+def batches(module: LMDataModule, workers: int = 0) -> Iterator[dict[str, torch.Tensor]]:
     """A seed's training batches without end: a new pass over its loader when one ends (the
     sampler counts the epochs itself, as Lightning's set_epoch would set them). One loader,
-    iterated again: a new loader's sampler would start at epoch 0 again."""
+    iterated again: a new loader's sampler would start at epoch 0 again. workers > 0: the
+    batches made in that many loader processes of the seed's own (the same batches)."""
     loader = module.train_dataloader()
+    if workers > 0:
+        loader = with_workers(loader, workers)
     while True:
         yield from loader
+
+
+def with_workers(loader: DataLoader, workers: int) -> DataLoader:
+    """The same loader (dataset, sampler, batches) in `workers` forked processes, or in this
+    one (0). Forked, whatever the default: a pipeline worker's default is its forkserver's,
+    which pickles the dataset, and planting facts is a closure that does not pickle."""
+    forked = {"multiprocessing_context": "fork", "persistent_workers": True} if workers else {}
+    return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=loader.sampler,
+                      drop_last=loader.drop_last, num_workers=workers, **forked)  # fmt: skip
 
 
 def precision_of(setting: str, device: torch.device) -> str:
@@ -147,6 +161,7 @@ class BundleRun:
         *,
         device: str | torch.device | None = None,
         vmap: bool = True,
+        loader_workers: int | None = None,
     ) -> None:
         validate(cfg)
         absolute_paths(cfg)
@@ -165,6 +180,10 @@ class BundleRun:
             device = "cuda" if cuda else "cpu"
         self.dev = torch.device(device)
         self.mode = precision_of(cfg.trainer.precision, self.dev)
+        # a seed's batch is ~7.5 ms of Python (its facts planted; tiny, 2-core EPYC): K seeds in
+        # this process would outrun a GPU's step, so there each seed has a loader process
+        cuda = self.dev.type == "cuda"
+        self.loader_workers = (1 if cuda else 0) if loader_workers is None else loader_workers
         self.bundle = SeedBundle.from_seeds(
             model_config(cfg), variant_config(cfg), cfg.data.seq_len, seeds,
             loss_chunk=cfg.trainer.loss_chunk, vmap=vmap,
@@ -200,7 +219,7 @@ class BundleRun:
         hooks = hooks or BundleHooks()
         for module in self.modules:  # a resumed run: each seed's sampler where it stood
             module.resume_at(self.step * self.accumulate)
-        streams = [batches(m) for m in self.modules]
+        streams = [batches(m, self.loader_workers) for m in self.modules]
         every = int(self.cfg.trainer.val_every_n_steps)
         save_at = {int(x) for x in self.cfg.trainer.save_weights_at}
         while self.step < self.total:
@@ -347,7 +366,7 @@ def val_losses(
 ) -> torch.Tensor:
     """Each seed's validation loss [K]: the batch losses over the first `limit` batches (a
     float: that share of them, as Lightning's limit_val_batches), weighted by batch size."""
-    loader = module.val_dataloader()
+    loader = with_workers(module.val_dataloader(), 0)  # a few batches: in this process
     count = limit if isinstance(limit, int) else int(len(loader) * limit)
     total, rows = torch.zeros(len(bundle), dtype=torch.float64, device=dev), 0
     for i, batch in enumerate(loader):

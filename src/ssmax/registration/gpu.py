@@ -10,9 +10,8 @@ from code_commit only by the device path and the bundling": so not a checkout of
 (the cpu run's) but this one, whose commit each record names (--commit: the device tool's copy
 of the tree sits on a stale .git). One pipeline invocation (command()): the seeds' pretraining
 bundled on the device (executor.bundle = the number of seeds), the other nodes side by side
-(local executor, --workers), not compiled, each node its own MLflow store (many at once), a
-data loader process a seed, into DIR/outputs-gpu, the cache (a run stopped midway goes on
-there). Once the report node over
+(local executor, --workers), not compiled, each node its own MLflow store (many at once), into
+DIR/outputs-gpu, the cache (a run stopped midway goes on there). Once the report node over
 those seeds has finished, each seed's record in docs/results/<name>/gpu/seed<N>.json: its
 values, every node's fingerprint, commit, device, wall time and bundle, the device, the commit
 and the command. Seeds already recorded are not run again; nothing here computes a verdict.
@@ -48,9 +47,7 @@ def command(reg: Registration, seeds: list[int], outputs: Path, python: str, wor
             f"pipeline.variants=[{','.join(reg.variants)}]", f"trainer.accelerator={accelerator}",
             f"preset.hardware={hardware}", f"executor.bundle={len(seeds)}", "executor=local",
             f"executor.workers={workers}", "trainer.compile=false", "tracking.mode=offline",
-            # a loader process a seed: planting a batch's facts takes ~7.5 ms of Python, 0.36 s
-            # a step for 48 seeds in one process; the batches are the same (seeded per row)
-            "data.num_workers=1", f"paths.output_dir={outputs}"]  # fmt: skip
+            f"paths.output_dir={outputs}"]  # fmt: skip
 
 
 def report_over(outputs: Path, seeds: list[int]) -> Path | None:
