@@ -3,7 +3,8 @@
 # python3 from the wheels in WHEELS (scripts/offline_wheels.py made them) unless it imports
 # already, then runs what `make bench PRESET=paper` runs on a GPU and copies the output and
 # bench/throughput.json to OUT. Usage: bash scripts/gpu_bench.sh [niah|evals|step|sysmetrics|
-# seeds|bits|replicate ...] (default: niah evals; step compiles a model a variant, minutes).
+# seeds|bits|replicate|rivals|bundle|confirm ...] (default: niah evals; step compiles a model a
+# variant, minutes).
 # NIAH_WAYS: bench_niah's --ways.
 # sysmetrics: a smoke pretraining on the GPU, tracked, and the system metrics its run logged.
 # seeds: the tiny preset's pretraining nodes of SEEDS x VARIANTS side by side on the host's CPU
@@ -28,14 +29,22 @@
 # compiles each law: ~30 s a model on an H100), at most RIVALS_TIMEOUT_S (default 360).
 # bundle: seeds bundled on one device (issue 59): bench/bench_bundle.py on CUDA at the tiny
 # preset, solo against bundles of BUNDLE_SIZES (default 1,4,16,32), ms/step/seed and seeds per
-# minute, in $OUT/bundle.txt, at most BUNDLE_TIMEOUT_S (default 240). Run it first on a loan.
+# minute, in $OUT/bundle.txt, at most BUNDLE_TIMEOUT_S (default 240).
+# confirm: the registered GPU replication (runs.gpu of docs/registration/confirmatory-2026-11-29.json,
+# issue 59): `python -m ssmax.registration.run gpu`, every planned seed (13-60) of the paper
+# pipeline at the tiny preset on the GPU as one pipeline run, the pretraining of each variant's
+# seeds bundled (executor.bundle=48), WORKERS (default 16) other nodes side by side, stopped
+# after CONFIRM_TIMEOUT_S (default 540); then the seeds' records (docs/results/confirmatory-
+# 2026-11-29/gpu/, once its report node finished), the report (or a partial one over what
+# finished), the per-node wall times and the logs in $OUT/confirm.tgz. CONFIRM_DIR: its cache
+# (/tmp/confirm). Run it first on a loan.
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
-  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate|rivals|bundle) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate, rivals, bundle)" >&2; exit 2 ;; esac
+  case $one in niah|evals|step|sysmetrics|seeds|bits|replicate|rivals|bundle|confirm) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate, rivals, bundle, confirm)" >&2; exit 2 ;; esac
 done
 WHEELS=${WHEELS:-.whl}
 OUT=${OUT:-outputs/gpu-bench}
@@ -57,6 +66,35 @@ for one in $PARTS; do
     bundle)
       timeout "${BUNDLE_TIMEOUT_S:-240}" python3 bench/bench_bundle.py --device cuda \
         --preset tiny --sizes "${BUNDLE_SIZES:-1,4,16,32}" | tee "$OUT/bundle.txt" || true ;;
+    confirm)
+      C=${CONFIRM_DIR:-/tmp/confirm}
+      start=$(date +%s)
+      limit=${CONFIRM_TIMEOUT_S:-540}
+      # the driver stops the pipeline at --timeout-s and records what finished; timeout is a
+      # backstop past it
+      rc=0; timeout -k 15 $(( limit + 60 )) python3 -m ssmax.registration.run gpu \
+        --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
+        ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} || rc=$?
+      echo "confirm: exit $rc after $(( $(date +%s) - start )) s, $(nproc) cores"
+      R=$C/outputs-gpu
+      mkdir -p "$C/out"
+      cp -r docs/results/confirmatory-2026-11-29/gpu "$C/out/records" 2>/dev/null || true
+      report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
+      if [ -z "$report" ]; then  # not every node finished: the report of those that did
+        python3 -m ssmax.report --output-dir "$R" --dest "$C/report_partial" || true
+        report=$C/report_partial
+      fi
+      cp -r "$report" "$C/out/report" 2>/dev/null || true
+      python3 -c "import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob('pipeline/nodes/*/**/done.json')):
+    d = json.loads(f.read_text()); print(d.get('node'), d.get('wall_s'), (d.get('bundle') or {}).get('size', 1), sep='\t')" "$R" \
+        > "$C/out/node_wall_s.tsv" || true
+      awk -F'\t' '{split($1, p, "/"); n[p[1]]++; s[p[1]] += $2} END {for (k in n)
+        printf "confirm: %s: %d nodes done, %.1f s of node time\n", k, n[k], s[k]}' \
+        "$C/out/node_wall_s.tsv" || true
+      nvidia-smi > "$C/out/nvidia-smi.txt" 2>&1 || true
+      tar czf "$OUT/confirm.tgz" -C "$C" out -C "$R" pipeline/logs \
+        || tar czf "$OUT/confirm.tgz" -C "$C" out || true ;;
     evals) python3 bench/bench_evals.py --preset paper ;;
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
     rivals)

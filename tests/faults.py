@@ -34,6 +34,11 @@ class KillAt(L.Callback):
         if trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGKILL)
 
+    def on_bundle_step(self, folder: object, step: int) -> None:
+        """In a bundle of seeds (ssmax.pipeline.bundle_run): once `step` steps are taken."""
+        if step == self.step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
 
 class FailSFT(L.Callback):
     """An SFT node fails where it runs (a SLURM job, a worker), after planning passed: its

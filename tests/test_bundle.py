@@ -234,3 +234,34 @@ def test_each_seed_keeps_its_own_data_order_across_epochs(shared_cache: Path) ->
     resumed.resume_at(per_epoch)
     want = next(iter(resumed.train_dataloader()))
     assert torch.equal(next(stream)["input_ids"], want["input_ids"])
+
+
+def _losses(workers: int, cache: str) -> torch.Tensor:
+    """Six steps of a bundle of seeds 0 and 1 (smoke), each seed's batches made in `workers`
+    loader processes."""
+    cfg = make_cfg("preset=smoke", "variant=b_ssmax", f"paths.cache_dir={cache}",
+                   "trainer.pretrain.max_steps=6")  # fmt: skip
+    return lit_bundle.BundleRun(cfg, [0, 1], loader_workers=workers).run().losses
+
+
+def test_a_seeds_loader_processes_give_its_batches_even_in_a_pipeline_worker(
+    shared_cache: Path,
+) -> None:
+    """On a GPU each seed's batches are made in a loader process of its own (planting facts is
+    Python); the same batches, also in a process started as a local pipeline worker is (by a
+    forkserver, whose children's loaders would pickle the closure that plants facts)."""
+    import multiprocessing
+
+    alone = _losses(0, str(shared_cache))
+    context = multiprocessing.get_context("forkserver")  # as ssmax.pipeline.executors starts one
+    queue = context.Queue()
+    worker = context.Process(target=_losses_to, args=(queue, 1, str(shared_cache)))
+    worker.start()
+    worker.join(timeout=300)
+    assert worker.exitcode == 0, "the bundle failed in a forkserver's child"
+    forked = queue.get(timeout=10)
+    assert alone.tolist() == forked
+
+
+def _losses_to(queue: object, workers: int, cache: str) -> None:
+    queue.put(_losses(workers, cache).tolist())  # type: ignore[attr-defined]

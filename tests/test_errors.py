@@ -80,6 +80,11 @@ CASES = [
     ("objective-unknown", ["objective=bogus"], "objective='bogus'; allowed"),
     ("key-misspelled", ["trainer.pretrain.lrr=1"], "trainer.pretrain.lrr is not a config key; nearest: trainer.pretrain.lr"),
     ("profile-unknown", ["executor=slurm", "executor/slurm/profile=zzz"], "executor/slurm/profile='zzz' is unknown; allowed: gpu8, local"),
+    # seeds bundled (issue 59): an integer >= 0, and not where each node is its own SLURM job
+    ("bundle-negative", ["executor.bundle=-1"], "executor.bundle=-1 must be >= 0"),
+    ("bundle-not-an-integer", ["executor.bundle=abc"], "executor.bundle='abc' has the wrong type; allowed: an integer >= 0"),
+    ("bundle-fraction", ["executor.bundle=2.5"], "executor.bundle='2.5' has the wrong type; allowed: an integer >= 0"),
+    ("bundle-on-slurm", ["executor=slurm", "executor.bundle=4"], "executor.bundle=4 runs with executor=inprocess or executor=local; executor=slurm runs each node as its own job: set executor.bundle=0"),
     ("betas-out-of-range", ["trainer.pretrain.betas=[2,0.9]"], "trainer.pretrain.betas[0]=2.0 must be < 1"),
     ("betas-one-item", ["trainer.sft.betas=[0.9]"], "trainer.sft.betas=[0.9] must have 2 items"),
     ("fraction-over-one", ["data.val_fraction=1.5"], "data.val_fraction=1.5 must be < 1.0"),
@@ -226,7 +231,7 @@ def test_gpu_bench_script_refuses_an_unknown_part_before_any_work(tmp_path: Path
     assert done.returncode == 2
     assert done.stderr == (
         "gpu_bench.sh: unknown part 'mfu' (allowed: niah, evals, step, sysmetrics, seeds, bits, "
-        "replicate, rivals, bundle)\n"
+        "replicate, rivals, bundle, confirm)\n"
     )
     assert not (tmp_path / "out").exists()  # nothing installed, nothing written
 

@@ -231,3 +231,37 @@ def test_a_failed_seed_is_replaced_by_the_next_spare_in_order(tmp_path: Path) ->
     record_path(reg, "cpu", 3, failed=True).write_text(json.dumps({"seed": 3}))
     with pytest.raises(SystemExit, match="seed 3 failed and no spare seed is left"):
         planned(reg, "cpu")
+
+
+def test_the_gpu_run_is_one_bundled_pipeline_on_the_device(tmp_path: Path) -> None:
+    """runs.gpu: every planned seed at once, the pretraining bundled on the GPU."""
+    from ssmax.registration.gpu import command
+
+    reg = load()
+    argv = command(reg, [13, 14, 15], tmp_path, "python", 16)
+    assert argv[1:4] == ["-m", "ssmax.pipeline", "run"]
+    assert {"preset=tiny", "pipeline.file=paper", "pipeline.seeds=[13,14,15]",
+            "trainer.accelerator=gpu", "preset.hardware=gpu", "executor.bundle=3",
+            "executor=local", "executor.workers=16"} <= set(argv)  # fmt: skip
+    assert f"pipeline.variants=[{','.join(reg.variants)}]" in argv
+    assert len(reg.seeds_of("gpu")) == 48
+
+
+def test_a_gpu_run_records_each_seed_with_its_device_and_commit(
+    tmp_path: Path, smoke_pipeline: list[str]
+) -> None:
+    """Each seed's record from the report over all the run's seeds (here the shared smoke
+    pipeline's, seed 0, standing in for a GPU run's outputs); then nothing is left to run."""
+    from ssmax.registration.gpu import record_seeds
+
+    (out,) = [o.split("=", 1)[1] for o in smoke_pipeline if o.startswith("paths.output_dir=")]
+    path = smoke_registration(tmp_path, runs={"cpu": {"seeds": [0]}, "gpu": {"seeds": [0]}})
+    reg = load(path)
+    assert record_seeds(reg, Path(out), [1], "f" * 40, 1.0, ["python", "x"]) == []  # no report
+    assert record_seeds(reg, Path(out), [0], "f" * 40, 60.0, ["python", "-m", "x"]) == [0]
+    rec = json.loads(record_path(reg, "gpu", 0).read_text())
+    assert rec["registered_run"] == "gpu" and rec["seed"] == 0 and rec["commit"] == "f" * 40
+    assert rec["device"] == "none" and rec["command"] == "-m x"  # the smoke pipeline ran on a CPU
+    assert "switch/f_switch_during_pretrain/seed0" in rec["nodes"]
+    assert set(rec["results"]) == set(reg.variants)
+    assert run_main(["gpu", "--registration", str(path), "--workdir", str(tmp_path)]) == 0

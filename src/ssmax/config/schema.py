@@ -322,6 +322,10 @@ class ExecutorConfig:
     poll_s: float = rule(5.0, gt=0)  # slurm: seconds between state queries while waiting
     max_requeues: int = rule(5, ge=0)  # slurm: requeues on time-out/preemption, then it fails
     snapshot: bool = False  # local, slurm: the nodes import a copy of src/ and conf/ made at start
+    # K > 1: up to K seeds of a variant's pretraining from scratch as one job
+    # (ssmax.pipeline.bundle). Pays on a GPU, where a solo step is kernel launches, not on a
+    # CPU (measured slower there: docs/training.md, "Seeds bundled")
+    bundle: int = rule(0, ge=0)  # inprocess, local: seeds a job (0 or 1: each node alone)
     partition: str | None = None  # profile: the SLURM partition (null: no profile given)
     account: str | None = None  # profile: --account
     qos: str | None = None  # profile: --qos

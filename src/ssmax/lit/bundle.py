@@ -5,7 +5,8 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
 
 - init: each seed's model as its solo run builds it (torch seeded with the seed, then the model);
 - data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
-  lm_datamodule), so its own order; epochs roll over as the sampler counts them;
+  lm_datamodule), so its own order; epochs roll over as the sampler counts them; on CUDA each
+  seed's batches made in a loader process of its own (the same batches);
 - loss: LitLM.loss, micro-batches divided by the accumulation, as Lightning does;
 - clipping: each seed's gradient by its own norm (SeedBundle.clip_per_seed), never one norm
   over the seeds;
@@ -20,24 +21,30 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
 - validation: every trainer.val_every_n_steps steps, each seed's loss on the first
   trainer.val_batches batches of the validation loader (the same rows for every seed: no
   planted facts of its own there), their mean weighted by batch size, as Lightning averages
-  LitLM's val/loss.
+  LitLM's val/loss; and the final weights where the last step had none (trainer.validate).
 
 - weights mid-run: after each step of trainer.save_weights_at, each seed's weights and where
   its data stood (batches taken, its datamodule's state), as SaveWeightsAt writes
   model_step<N>.pt and data_step<N>.json for (f) to continue from.
 
-What it leaves to its caller: checkpoints, MLflow and the node folders (the pipeline's wiring:
-docs/training.md, "Seeds bundled").
+BundleRun holds that state step by step: its state_dict is a checkpoint of every seed at once
+(stacked weights, AdamW's moments, the schedule, the steps taken), which ``sliced`` cuts down to
+some of the seeds, and load_state_dict goes on from one. What it leaves to its caller
+(BundleHooks): writing checkpoints, MLflow and the node folders (the pipeline's wiring:
+ssmax.pipeline.bundle; docs/training.md, "Seeds bundled").
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
+from torch.utils.data import DataLoader
 
 from ssmax.config.compose import absolute_paths, model_config, variant_config
 from ssmax.data.lm import fact_transform
@@ -63,6 +70,7 @@ class BundleResult:
     val_losses: dict[int, torch.Tensor]  # step -> [K] each seed's validation loss there
     # step -> per seed (its weights then, where its data stood: data_step<N>.json's content)
     saved: dict[int, list[tuple[dict[str, torch.Tensor], dict]]]
+    last_batch: torch.Tensor | None = None  # [K] the last micro-batch's loss (a solo train/loss)
 
 
 def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> list[LMDataModule]:
@@ -82,13 +90,25 @@ def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> 
     return modules
 
 
-def batches(module: LMDataModule) -> Iterator[dict[str, torch.Tensor]]:
+def batches(module: LMDataModule, workers: int = 0) -> Iterator[dict[str, torch.Tensor]]:
     """A seed's training batches without end: a new pass over its loader when one ends (the
     sampler counts the epochs itself, as Lightning's set_epoch would set them). One loader,
-    iterated again: a new loader's sampler would start at epoch 0 again."""
+    iterated again: a new loader's sampler would start at epoch 0 again. workers > 0: the
+    batches made in that many loader processes of the seed's own (the same batches)."""
     loader = module.train_dataloader()
+    if workers > 0:
+        loader = with_workers(loader, workers)
     while True:
         yield from loader
+
+
+def with_workers(loader: DataLoader, workers: int) -> DataLoader:
+    """The same loader (dataset, sampler, batches) in `workers` forked processes, or in this
+    one (0). Forked, whatever the default: a pipeline worker's default is its forkserver's,
+    which pickles the dataset, and planting facts is a closure that does not pickle."""
+    forked = {"multiprocessing_context": "fork", "persistent_workers": True} if workers else {}
+    return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=loader.sampler,
+                      drop_last=loader.drop_last, num_workers=workers, **forked)  # fmt: skip
 
 
 def precision_of(setting: str, device: torch.device) -> str:
@@ -120,6 +140,205 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(before)
 
 
+class BundleHooks:
+    """What a caller does as a bundle trains (the pipeline: MLflow, switch-point files,
+    checkpoints; ssmax.pipeline.bundle). Each method is a no-op here."""
+
+    def after_step(self, run: BundleRun, step: int, loss: torch.Tensor, lr: float) -> None:
+        """After optimizer step `step` (0-based) and what follows it (its save point, its
+        validation): loss [K] the step's, lr the one it used."""
+
+
+class BundleRun:
+    """train_bundle's state, stepwise: the bundle, its AdamW and LR schedule, each seed's
+    datamodule, the steps taken and what they gave. state_dict / load_state_dict: a checkpoint
+    of all of it (resume: ssmax.pipeline.bundle), each seed's slice one solo run's state."""
+
+    def __init__(
+        self,
+        cfg: DictConfig,
+        seeds: Sequence[int],
+        *,
+        device: str | torch.device | None = None,
+        vmap: bool = True,
+        loader_workers: int | None = None,
+    ) -> None:
+        validate(cfg)
+        absolute_paths(cfg)
+        if cfg.objective != "pretrain" or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n":
+            raise ValueError(f"a bundle pretrains from scratch: objective={cfg.objective}, "
+                             f"init_from={cfg.init_from}, variant={cfg.variant.name}")  # fmt: skip
+        if cfg.trainer.devices * cfg.trainer.num_nodes != 1:
+            raise ValueError("a bundle trains on one device (trainer.devices=1, num_nodes=1)")
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds {list(seeds)} repeat one")
+        self.cfg, self.seeds = cfg, list(seeds)
+        stage = self.stage = cfg.trainer.pretrain
+        self.accumulate = stage.global_batch // stage.batch_size
+        if device is None:
+            cuda = cfg.trainer.accelerator != "cpu" and torch.cuda.is_available()
+            device = "cuda" if cuda else "cpu"
+        self.dev = torch.device(device)
+        self.mode = precision_of(cfg.trainer.precision, self.dev)
+        # a seed's batch is ~7.5 ms of Python (its facts planted; tiny, 2-core EPYC): K seeds in
+        # this process would outrun a GPU's step, so there each seed has a loader process
+        cuda = self.dev.type == "cuda"
+        self.loader_workers = (1 if cuda else 0) if loader_workers is None else loader_workers
+        self.bundle = SeedBundle.from_seeds(
+            model_config(cfg), variant_config(cfg), cfg.data.seq_len, seeds,
+            loss_chunk=cfg.trainer.loss_chunk, vmap=vmap,
+        )  # fmt: skip
+        self.bundle.to(self.dev, torch.float64 if self.mode == "64-true" else None)
+        self.optimizer = torch.optim.AdamW(
+            param_groups(self.bundle, stage.weight_decay),
+            lr=stage.lr,
+            betas=tuple(stage.betas),
+            eps=stage.eps,
+            fused=self.dev.type == "cuda",
+        )
+        self.total, warmup = int(stage.max_steps), stage.warmup_steps
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer,
+            lambda step: lr_factor(step, warmup, self.total, stage.schedule, stage.min_lr_ratio),
+        )
+        self.modules = seed_datamodules(cfg, seeds, stage.batch_size)
+        self.step = 0  # optimizer steps taken
+        self.losses: list[torch.Tensor] = []  # per step [K]
+        self.norms: list[torch.Tensor] = []  # per step [K], before clipping
+        self.last_batch: torch.Tensor | None = None  # [K] the last micro-batch's loss
+        self.val: dict[int, torch.Tensor] = {}  # steps taken -> [K]
+        self.saved: dict[int, list[tuple[dict[str, torch.Tensor], dict]]] = {}
+
+    def data_state(self, i: int) -> dict:
+        """Where seed i's data stands (SaveWeightsAt's data_step<N>.json content)."""
+        return {"batches_done": self.step * self.accumulate} | self.modules[i].state_dict()
+
+    def run(self, hooks: BundleHooks | None = None) -> BundleResult:
+        """Train from self.step to trainer.pretrain.max_steps, then validate the final weights
+        where no validation fell on the last step (a solo run's trainer.validate)."""
+        hooks = hooks or BundleHooks()
+        for module in self.modules:  # a resumed run: each seed's sampler where it stood
+            module.resume_at(self.step * self.accumulate)
+        streams = [batches(m, self.loader_workers) for m in self.modules]
+        every = int(self.cfg.trainer.val_every_n_steps)
+        save_at = {int(x) for x in self.cfg.trainer.save_weights_at}
+        while self.step < self.total:
+            step = self.step
+            lr = self.optimizer.param_groups[0]["lr"]  # the LR this step uses
+            loss = self._step(streams)
+            self.step += 1
+            if self.step in save_at:  # as SaveWeightsAt: batches taken, the datamodule's state
+                self.saved[self.step] = [(self.bundle.state_dict(i), self.data_state(i))
+                                         for i in range(len(self.bundle))]  # fmt: skip
+            if self.step % every == 0:
+                self.val[self.step] = self.validate()
+            hooks.after_step(self, step, loss, lr)
+        if self.total not in self.val:
+            self.val[self.total] = self.validate()
+        return self.result()
+
+    def _step(self, streams: list[Iterator[dict[str, torch.Tensor]]]) -> torch.Tensor:
+        """One optimizer step of every seed; its loss [K] (the mean over its micro-batches)."""
+        dev, bundle = self.dev, self.bundle
+        self.optimizer.zero_grad(set_to_none=True)
+        micro = []
+        for _ in range(self.accumulate):
+            seed_batches = [next(s) for s in streams]
+            ids = torch.stack([b["input_ids"] for b in seed_batches]).to(dev, non_blocking=True)
+            labels = torch.stack([b["labels"] for b in seed_batches]).to(dev, non_blocking=True)
+            with forward_context(self.mode, dev):
+                loss = bundle.loss(ids, labels)  # [K]
+            (loss.sum() / self.accumulate).backward()
+            micro.append(loss.detach())  # float64 under 64-true, else float32
+        step_loss = torch.stack(micro).mean(0)
+        _check_finite(step_loss, bundle.seeds, self.step)
+        self.norms.append(bundle.clip_per_seed(self.stage.grad_clip).detach())
+        self.optimizer.step()
+        self.schedule.step()
+        self.losses.append(step_loss)
+        self.last_batch = micro[-1]
+        return step_loss
+
+    def validate(self) -> torch.Tensor:
+        """Each seed's validation loss [K] now."""
+        limit = self.cfg.trainer.val_batches
+        return val_losses(self.bundle, self.modules[0], limit, self.mode, self.dev)
+
+    def result(self) -> BundleResult:
+        k = len(self.bundle)
+        return BundleResult(
+            seeds=list(self.seeds),
+            states=[self.bundle.state_dict(i) for i in range(k)],
+            losses=torch.stack(self.losses).cpu() if self.losses else torch.empty(0, k),
+            grad_norms=torch.stack(self.norms).cpu() if self.norms else torch.empty(0, k),
+            val_losses=self.val,
+            saved=self.saved,
+            last_batch=self.last_batch.cpu() if self.last_batch is not None else None,
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything the run goes on from: the stacked weights, AdamW's moments, the LR
+        schedule, the steps taken, what they gave, where each seed's data stands."""
+        empty = torch.empty(0, len(self.seeds))
+        return {
+            "seeds": list(self.seeds),
+            "step": self.step,
+            "params": {n: p.detach().clone() for n, p in self.bundle.params.items()},
+            # copies: the optimizer's own tensors move on with the next step
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "schedule": self.schedule.state_dict(),
+            "losses": torch.stack(self.losses).cpu() if self.losses else empty,
+            "grad_norms": torch.stack(self.norms).cpu() if self.norms else empty,
+            "last_batch": self.last_batch,
+            "val": dict(self.val),
+            "data": [self.data_state(i) for i in range(len(self.seeds))],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from a checkpoint of these seeds (sliced() picks them from a larger one)."""
+        if list(state["seeds"]) != self.seeds:
+            raise ValueError(f"a checkpoint of seeds {state['seeds']} for a bundle of {self.seeds}")
+        with torch.no_grad():
+            for name, param in self.bundle.params.items():
+                param.copy_(state["params"][name])
+        # a copy: AdamW keeps tensors of the device and dtype it needs as given, and steps them
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        self.schedule.load_state_dict(state["schedule"])
+        self.step = int(state["step"])
+        self.losses = list(state["losses"].to(self.dev).unbind(0))
+        self.norms = list(state["grad_norms"].to(self.dev).unbind(0))
+        self.last_batch = state["last_batch"]
+        self.val = dict(state["val"])
+
+
+def sliced(state: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
+    """A BundleRun checkpoint of these seeds, taken from one of more seeds: each seed's slice
+    of every stacked tensor (weights, AdamW's moments, losses), in the order of `seeds`."""
+    index = [list(state["seeds"]).index(s) for s in seeds]
+    pick = torch.tensor(index)
+
+    def take(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
+        return t.index_select(dim, pick.to(t.device)).clone()
+
+    optimizer = {
+        "state": {key: {n: take(v) if torch.is_tensor(v) and v.ndim > 0 else v
+                        for n, v in per_param.items()}
+                  for key, per_param in state["optimizer"]["state"].items()},
+        "param_groups": state["optimizer"]["param_groups"],
+    }  # fmt: skip
+    last = state["last_batch"]
+    return state | {
+        "seeds": list(seeds),
+        "params": {n: take(p) for n, p in state["params"].items()},
+        "optimizer": optimizer,
+        "losses": take(state["losses"], 1),
+        "grad_norms": take(state["grad_norms"], 1),
+        "last_batch": None if last is None else take(last),
+        "val": {step: take(v) for step, v in state["val"].items()},
+        "data": [state["data"][i] for i in index],
+    }
+
+
 def train_bundle(
     cfg: DictConfig,
     seeds: Sequence[int],
@@ -132,79 +351,13 @@ def train_bundle(
     trainer.pretrain.max_steps steps; each seed as its solo run (module docstring). device:
     None for trainer.accelerator's (CUDA when present under auto). on_step(step, losses [K])
     after each optimizer step (a progress line, a benchmark's clock)."""
-    validate(cfg)
-    absolute_paths(cfg)
-    if cfg.objective != "pretrain" or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n":
-        raise ValueError(f"a bundle pretrains from scratch: objective={cfg.objective}, "
-                         f"init_from={cfg.init_from}, variant={cfg.variant.name}")  # fmt: skip
-    if cfg.trainer.devices * cfg.trainer.num_nodes != 1:
-        raise ValueError("a bundle trains on one device (trainer.devices=1, num_nodes=1)")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds {list(seeds)} repeat one")
-    stage = cfg.trainer.pretrain
-    accumulate = stage.global_batch // stage.batch_size
-    if device is None:
-        cuda = cfg.trainer.accelerator != "cpu" and torch.cuda.is_available()
-        device = "cuda" if cuda else "cpu"
-    dev = torch.device(device)
-    mode = precision_of(cfg.trainer.precision, dev)
 
-    bundle = SeedBundle.from_seeds(
-        model_config(cfg), variant_config(cfg), cfg.data.seq_len, seeds,
-        loss_chunk=cfg.trainer.loss_chunk, vmap=vmap,
-    )  # fmt: skip
-    bundle.to(dev, torch.float64 if mode == "64-true" else None)
-    optimizer = torch.optim.AdamW(
-        param_groups(bundle, stage.weight_decay),
-        lr=stage.lr,
-        betas=tuple(stage.betas),
-        eps=stage.eps,
-        fused=dev.type == "cuda",
-    )
-    total, warmup = stage.max_steps, stage.warmup_steps
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: lr_factor(step, warmup, total, stage.schedule, stage.min_lr_ratio),
-    )
-    modules = seed_datamodules(cfg, seeds, stage.batch_size)
-    streams = [batches(m) for m in modules]
-    losses, norms, val = [], [], {}
-    every = int(cfg.trainer.val_every_n_steps)
-    save_at, saved = {int(x) for x in cfg.trainer.save_weights_at}, {}
-    for step in range(total):
-        optimizer.zero_grad(set_to_none=True)
-        micro = []
-        for _ in range(accumulate):
-            seed_batches = [next(s) for s in streams]
-            ids = torch.stack([b["input_ids"] for b in seed_batches]).to(dev, non_blocking=True)
-            labels = torch.stack([b["labels"] for b in seed_batches]).to(dev, non_blocking=True)
-            with forward_context(mode, dev):
-                loss = bundle.loss(ids, labels)  # [K]
-            (loss.sum() / accumulate).backward()
-            micro.append(loss.detach())  # float64 under 64-true, else float32
-        step_loss = torch.stack(micro).mean(0)
-        _check_finite(step_loss, bundle.seeds, step)
-        norms.append(bundle.clip_per_seed(stage.grad_clip).detach())
-        optimizer.step()
-        schedule.step()
-        losses.append(step_loss)
-        if step + 1 in save_at:  # as SaveWeightsAt: batches taken, the datamodule's state
-            saved[step + 1] = [
-                (bundle.state_dict(i), {"batches_done": (step + 1) * accumulate} | m.state_dict())
-                for i, m in enumerate(modules)]  # fmt: skip
-        if (step + 1) % every == 0:
-            val[step + 1] = val_losses(bundle, modules[0], cfg.trainer.val_batches, mode, dev)
-        if on_step is not None:
-            on_step(step, step_loss)
-    k = len(bundle)
-    return BundleResult(
-        seeds=list(seeds),
-        states=[bundle.state_dict(i) for i in range(k)],
-        losses=torch.stack(losses).cpu() if losses else torch.empty(0, k),
-        grad_norms=torch.stack(norms).cpu() if norms else torch.empty(0, k),
-        val_losses=val,
-        saved=saved,
-    )
+    class Calls(BundleHooks):
+        def after_step(self, run: BundleRun, step: int, loss: torch.Tensor, lr: float) -> None:
+            if on_step is not None:
+                on_step(step, loss)
+
+    return BundleRun(cfg, seeds, device=device, vmap=vmap).run(Calls())
 
 
 @torch.no_grad()
@@ -213,7 +366,7 @@ def val_losses(
 ) -> torch.Tensor:
     """Each seed's validation loss [K]: the batch losses over the first `limit` batches (a
     float: that share of them, as Lightning's limit_val_batches), weighted by batch size."""
-    loader = module.val_dataloader()
+    loader = with_workers(module.val_dataloader(), 0)  # a few batches: in this process
     count = limit if isinstance(limit, int) else int(len(loader) * limit)
     total, rows = torch.zeros(len(bundle), dtype=torch.float64, device=dev), 0
     for i, batch in enumerate(loader):

@@ -48,6 +48,9 @@ class HoldAtStep(L.Callback):
             return
         if global_rank() == 0:
             marker.write_text(f"{self.step}\n")
+        self._wait()
+
+    def _wait(self) -> None:
         deadline = time.monotonic() + self.timeout_s
         while not self._released():
             if time.monotonic() > deadline:
@@ -55,6 +58,18 @@ class HoldAtStep(L.Callback):
                       f"{self.step}; training on", file=sys.stderr, flush=True)  # fmt: skip
                 return
             time.sleep(0.05)  # a signal's handler runs here, in the main thread
+
+    def on_bundle_step(self, folder: Path, step: int) -> None:
+        """The same hold in a bundle of seeds (ssmax.pipeline.bundle_run), its marker in the
+        bundle's folder."""
+        if self._done or step != self.step:
+            return
+        self._done = True
+        marker = held_marker(folder, self.step)
+        if marker.exists():
+            return
+        marker.write_text(f"{self.step}\n")
+        self._wait()
 
     def _released(self) -> bool:
         if self.release is not None and self.release.exists():

@@ -19,6 +19,7 @@ from pathlib import Path
 from ssmax.config.compose import ConfigError, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
+from ssmax.pipeline.bundle import check_bundle
 from ssmax.pipeline.cost import format_costs, over_timeout, plan_costs
 from ssmax.pipeline.executors import Stopped, close_dead_runs, run_pipeline
 from ssmax.pipeline.run import NodeJob, abort_open_runs, compose_pipeline, plan
@@ -68,6 +69,7 @@ def run(overrides: list[str], wait: bool = False) -> int:
     (ssmax.pipeline.executors). Nodes another run finished while this one waited are cached:
     a node's done-marker is read when the executor reaches it."""
     base = compose_pipeline(overrides)
+    check_bundle(base)  # before any work: where bundles run
     remote = check_tracking(base)  # before planning every node: seconds
     cfg, jobs = plan(overrides, base)
     if cfg.executor.kind == "local":  # a node past executor.timeout_min is killed there
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             return run(overrides, wait)
 
         cfg, jobs = plan(overrides)
+        check_bundle(cfg)
         if command == "status" and book_path(cfg).exists():  # nodes were submitted to SLURM
             return print_status(cfg, jobs)
         _print_plan(jobs)

@@ -26,6 +26,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError
+from ssmax.pipeline.bundle import BundleJob, bundled, nodes_of, settle, time_limit
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
@@ -38,6 +39,8 @@ from ssmax.tracking.ui import training_view
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")
+# what a worker runs for a bundle beyond its stage's code (preloaded by the forkserver)
+BUNDLE_MODULES = ["ssmax.pipeline.bundle_run", "ssmax.lit.bundle"]
 IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns
 
 
@@ -51,19 +54,31 @@ def close_dead_runs(cfg: DictConfig, log: Log) -> None:
         log(line)
 
 
-def _blocked(job: NodeJob, states: dict[str, str]) -> bool:
+Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bundle)
+
+
+def execute(job: Job) -> dict[str, Any]:
+    """Run a node (its done record) or a bundle ({"wall_s", "records": node -> record})."""
+    if isinstance(job, BundleJob):
+        # lazy: Lightning and the bundle's training, only where a bundle runs (a worker)
+        from ssmax.pipeline.bundle_run import execute_bundle
+
+        return execute_bundle(job)
+    return execute_node(job)
+
+
+def _blocked(job: Job, states: dict[str, str]) -> bool:
     return any(states.get(i) in ("failed", "blocked") for i in job.input_dirs)
 
 
-def _adopt(jobs: list[NodeJob], parent: ParentRun) -> None:
+def _adopt(jobs: list[Job], parent: ParentRun) -> None:
     run_id = parent.id()
     for job in jobs:
-        job.parent_run_id = run_id
+        for node in nodes_of(job):
+            node.parent_run_id = run_id
 
 
-def run_inprocess(
-    jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun
-) -> dict[str, str]:
+def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
     _adopt(jobs, parent)
     states: dict[str, str] = {}
     for job in jobs:  # inputs come first
@@ -74,20 +89,20 @@ def run_inprocess(
         else:
             log(f"run     {job.name}")
             try:
-                record = execute_node(job)
+                record = execute(job)
             except ConfigError as err:  # bad input found only once its data is built: one line
                 log(f"FAILED  {job.name}: {err}")
-                states[job.name] = "failed"
+                states |= settle(job, "failed")
             except Exception:  # one node's failure must not lose the others' work
                 log(f"FAILED  {job.name}\n{traceback.format_exc(limit=-3)}")
-                states[job.name] = "failed"
+                states |= settle(job, "failed")
             else:
-                states[job.name] = "done"
+                states |= settle(job, "done")
                 log(f"done    {job.name} ({record['wall_s']:.1f} s)")
     return states
 
 
-def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
+def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
     """Up to executor.workers nodes at once, each in its own process; a node starts as soon as
     its inputs are finished. Workers fork from a server that has imported what the stages run
     once (multiprocessing's forkserver; preload): a fresh interpreter per node costs seconds
@@ -97,14 +112,15 @@ def run_local(jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun)
     context = multiprocessing.get_context("forkserver")
     todo = {job.module for job in jobs if job.done is None and not job.inline}
     frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
+    extra = BUNDLE_MODULES if any(isinstance(j, BundleJob) for j in jobs) else []
     with _imports_from(frozen):
         if todo:  # the server imports while this process opens the MLflow run, orders nodes
-            _serve(context, preload(todo), frozen)
+            _serve(context, preload(todo) + extra, frozen)
         return _schedule(jobs, cfg, log, parent, context)
 
 
 def _schedule(
-    jobs: list[NodeJob], cfg: DictConfig, log: Log, parent: ParentRun, context: Any
+    jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun, context: Any
 ) -> dict[str, str]:
     _adopt(jobs, parent)
     workers = int(cfg.executor.workers)
@@ -139,7 +155,7 @@ def _schedule(
                 if state is None:
                     continue
                 del running[name]
-                states[name] = state
+                states |= settle(worker.job, state)
                 if state == "done":
                     log(f"done    {name} ({detail['wall_s']:.1f} s)")
                 else:
@@ -254,7 +270,8 @@ def preload(stages: set[str]) -> list[str]:
 class _Worker:
     """One node in a forked process; its result comes back over a pipe."""
 
-    def __init__(self, context: Any, job: NodeJob, logs: Path) -> None:
+    def __init__(self, context: Any, job: Job, logs: Path) -> None:
+        self.job = job
         logs.mkdir(parents=True, exist_ok=True)
         self.log_path = logs / f"{job.name.replace('/', '.')}.log"
         self.conn, child = context.Pipe(duplex=False)
@@ -280,10 +297,14 @@ class _Worker:
             return state, detail
         if not self.process.is_alive():
             return "failed", f"the worker exited with code {self.process.exitcode}"
-        if time.monotonic() - self.start > timeout_s:
+        limit = time_limit(self.job, timeout_s)  # a bundle: its seeds' limits together
+        if time.monotonic() - self.start > limit:
             self.process.kill()
             self.process.join()
-            return "failed", f"timed out after executor.timeout_min={timeout_s / 60:g}"
+            said = f"executor.timeout_min={timeout_s / 60:g}"
+            if isinstance(self.job, BundleJob):
+                said += f" x {len(self.job.members)} seeds"
+            return "failed", f"timed out after {said}"
         return None, None
 
 
@@ -295,7 +316,7 @@ def tracking_login() -> dict[str, str]:
     return {name: os.environ[name] for name in LOGIN_VARIABLES if name in os.environ}
 
 
-def _work(job: NodeJob, log_path: str, conn: Any, login: dict[str, str]) -> None:
+def _work(job: Job, log_path: str, conn: Any, login: dict[str, str]) -> None:
     """The worker: output to the node's log file, the record (or the error's last line) back.
     It logs in as the pipeline does now: the forkserver it forks from keeps the environment
     it started with, which may be older (a process that ran a pipeline, then logged in)."""
@@ -306,7 +327,7 @@ def _work(job: NodeJob, log_path: str, conn: Any, login: dict[str, str]) -> None
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     try:
-        record = execute_node(job)
+        record = execute(job)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which decides
         traceback.print_exc()
         conn.send(("failed", (str(err).strip().splitlines() or [type(err).__name__])[-1]))
@@ -334,7 +355,8 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
         job.flops = None if cost.undeclared else cost.flops
         job.remaining = remaining[job.name]
     parent = ParentRun(cfg)
-    states = EXECUTORS[cfg.executor.kind](jobs, cfg, log, parent)
+    units = bundled(cfg, jobs, log)  # executor.bundle: seeds of a variant as one job
+    states = EXECUTORS[cfg.executor.kind](units, cfg, log, parent)
     if any(s in IN_FLIGHT for s in states.values()):  # SLURM, not waited for: a job closes it
         log(f"watch: python -m ssmax.pipeline status {' '.join(overrides)}")
         return 0

@@ -198,12 +198,45 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
     the done-marker. The others return the record without writing it."""
     cfg = OmegaConf.create(job.cfg_yaml)
-    isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
-    if pin_environment(isa):  # before the node's first computation (ssmax.host.cpu_isa)
-        check_pinned(isa)
-    if job.threads or isa:
-        torch.set_num_threads(1 if isa else job.threads)
+    pin_process(cfg, job.threads)
     rank0 = global_rank() == 0
+    ctx = open_node(job, cfg, rank0)
+    directory, run_id = ctx.out_dir, ctx.run_id
+    start = time.perf_counter()
+    module = importlib.import_module(f"ssmax.stages.{job.module}")
+    monitor = for_run(cfg, run_id) if run_id else None  # training: its logger's own
+    try:
+        outputs = module.run(ctx)
+    except BaseException as err:
+        if monitor:
+            monitor.stop()
+        if run_id:
+            finish_run(cfg, run_id, "FAILED")
+        if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
+            if offline(cfg):  # its failed run, before its folder may go
+                merge_nodes(cfg.paths.output_dir, directory)
+            discard_unresumable(directory)
+        raise
+    if monitor:
+        monitor.stop()
+    return close_node(job, cfg, outputs, outputs.get("run_id", run_id),
+                      time.perf_counter() - start, rank0)  # fmt: skip
+
+
+def pin_process(cfg: DictConfig, threads: int | None) -> None:
+    """This process's kernels pinned (trainer.cpu_isa on the CPU: ssmax.host.cpu_isa) before
+    a node's first computation, and its torch threads (one where pinned)."""
+    isa = cfg.trainer.cpu_isa if on_cpu(cfg.trainer.accelerator) else None
+    if pin_environment(isa):
+        check_pinned(isa)
+    if threads or isa:
+        torch.set_num_threads(1 if isa else threads)
+
+
+def open_node(job: NodeJob, cfg: DictConfig, rank0: bool) -> StageContext:
+    """The node's folder (rank 0: made, config.yaml written), its MLflow run (a child of the
+    pipeline's; training's comes from its logger) and its inputs' records: what its stage
+    runs with. cfg (the node's) takes the pipeline's run as parent, and offline its own store."""
     directory = Path(job.dir)
     if rank0:
         directory.mkdir(parents=True, exist_ok=True)
@@ -230,35 +263,26 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     if cfg.pipeline.strict_reads:  # the stage sees only what it declares
         spec = stage_spec(job.module)
         stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
-    ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job),
-                       fingerprints, {n: Path(d) for n, d in job.input_dirs.items()},
-                       modules)  # fmt: skip
-    start = time.perf_counter()
-    module = importlib.import_module(f"ssmax.stages.{job.module}")
-    monitor = for_run(cfg, run_id) if run_id else None  # training: its logger's own
-    try:
-        outputs = module.run(ctx)
-    except BaseException as err:
-        if monitor:
-            monitor.stop()
-        if run_id:
-            finish_run(cfg, run_id, "FAILED")
-        if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
-            if offline(cfg):  # its failed run, before its folder may go
-                merge_nodes(cfg.paths.output_dir, directory)
-            discard_unresumable(directory)
-        raise
-    if monitor:
-        monitor.stop()
-    run_id = outputs.get("run_id", run_id)
+    return StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job),
+                        fingerprints, {n: Path(d) for n, d in job.input_dirs.items()},
+                        modules)  # fmt: skip
+
+
+def close_node(job: NodeJob, cfg: DictConfig, outputs: dict[str, Any], run_id: str | None,
+               wall_s: float, rank0: bool = True, extra: dict[str, Any] | None = None,
+               ) -> dict[str, Any]:  # fmt: skip
+    """A node's end: its MLflow run FINISHED (a training run on an absent server: behind its
+    pending metrics), then its done record (rank 0 writes it, last); returns the record.
+    extra: more of the record (a bundled seed's `bundle`)."""
+    directory = Path(job.dir)
     if run_id and rank0 and not (job.trains and _finish_later(cfg, directory, run_id, job)):
         finish_run(cfg, run_id, "FINISHED", _tags(job))
     record = {
         "node": job.name, "module": job.module, "fingerprint": job.fingerprint, "outputs": outputs,
-        "run_id": run_id, "wall_s": round(time.perf_counter() - start, 3),
+        "run_id": run_id, "wall_s": round(wall_s, 3),
         "flops": job.flops,  # with wall_s: what later seeds cost here (plan)
         # what made it: its code, packages (plan names nodes of another set), machine
-        "git_commit": git_commit(), **node_tags(),
+        "git_commit": git_commit(), **node_tags(), **(extra or {}),
     }  # fmt: skip
     if rank0:
         write_done(directory, record)

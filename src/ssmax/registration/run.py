@@ -1,6 +1,7 @@
 """Run a registered run's seeds one at a time, at the registered commit, and record each.
 
     python -m ssmax.registration.run cpu [--workdir DIR] [--max-seeds K] [--registration F]
+    python -m ssmax.registration.run gpu [--workdir DIR] [--commit SHA] [--workers N] ...
 
 For each seed of the run (registration.spec) without a record in docs/results/<name>/<run>/:
 the paper pipeline for that seed alone, in a checkout of the registered commit (DIR/code, a
@@ -11,12 +12,12 @@ atomically: its values (the report node's results.json), every node's fingerprin
 and wall time. A seed that fails twice gets a failure record instead, and the next spare takes
 its place (the registration's conduct). Seeds run in the registered order; the run ends when
 every seed has a record, or after --max-seeds seeds. Nothing here computes a verdict.
+The gpu run takes its own path, every seed at once in this checkout: ssmax.registration.gpu.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -26,33 +27,13 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ssmax.files.atomic import atomic_write_json
+from ssmax.registration.gpu import GPU_WORKDIR, run_gpu
+from ssmax.registration.records import nodes_of, planned, record_path, to_run
 from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
 from ssmax.report.published_file import run_file
 
 WORKDIR = Path.home() / "ssmax-confirm"  # outside the checkout: a new work tree keeps it
 ATTEMPTS = 2  # a technical failure is run again once (the registration's conduct)
-
-
-def record_path(reg: Registration, run: str, seed: int, failed: bool = False) -> Path:
-    return reg.records(run) / f"seed{seed}{'.failed' if failed else ''}.json"
-
-
-def planned(reg: Registration, run: str) -> list[int]:
-    """The run's seeds in order, each seed with a failure record replaced by the next spare
-    (a spare that failed too by the one after it)."""
-    spares, out = list(reg.spares), []
-    for seed in reg.seeds_of(run):
-        while record_path(reg, run, seed, failed=True).is_file():
-            if not spares:
-                raise SystemExit(f"seed {seed} failed and no spare seed is left")
-            seed = spares.pop(0)
-        out.append(seed)
-    return out
-
-
-def to_run(reg: Registration, run: str) -> list[int]:
-    """The planned seeds without a record yet, in order."""
-    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()]
 
 
 def checkout(reg: Registration, workdir: Path, python: str | None) -> Path:
@@ -93,18 +74,6 @@ def report_results(outputs: Path, seed: int) -> Path:
     if not found:
         raise SystemExit(f"no finished report node for seed {seed} under {outputs}")
     return max(found, key=lambda p: p.stat().st_mtime).parent / "report" / "results.json"
-
-
-def nodes_of(outputs: Path, seed: int) -> dict[str, dict]:
-    """node -> what its done record says of how it ran (the newest record of each node)."""
-    out: dict[str, tuple[float, dict]] = {}
-    for done in (outputs / "pipeline" / "nodes").glob(f"*/*/seed{seed}/*/done.json"):
-        rec = json.loads(done.read_text())
-        keep = {k: rec.get(k) for k in ("fingerprint", "git_commit", "cpu", "gpus",
-                                        "packages_sha", "wall_s")}  # fmt: skip
-        if rec["node"] not in out or done.stat().st_mtime > out[rec["node"]][0]:
-            out[rec["node"]] = (done.stat().st_mtime, keep)
-    return {node: rec for node, (_, rec) in sorted(out.items())}
 
 
 def record(reg: Registration, run: str, seed: int, outputs: Path, wall_s: float) -> dict:
@@ -149,19 +118,29 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
     parser.add_argument("run", help="the registered run to make: cpu (gpu: issue 59's path)")
     parser.add_argument("--registration", type=Path, default=REGISTRATION)  # fmt: skip
-    parser.add_argument("--workdir", type=Path, default=WORKDIR,
-                        help="the commit's checkout and cache (%(default)s)")  # fmt: skip
+    parser.add_argument("--workdir", type=Path, help=f"the commit's checkout and cache "
+                        f"({WORKDIR}; gpu: {GPU_WORKDIR})")  # fmt: skip
     parser.add_argument("--python", help="an interpreter to run the checkout with (default: "
                         "the checkout's own .venv, made by its make setup)")  # fmt: skip
     parser.add_argument("--max-seeds", type=int, default=0, help="stop after this many (0: all)")
+    gpu_args = parser.add_argument_group("the gpu run (ssmax.registration.gpu)")
+    gpu_args.add_argument("--commit", help="the commit this checkout is (default: its git HEAD)")
+    gpu_args.add_argument("--workers", type=int, default=16, help="nodes side by side (16)")
+    gpu_args.add_argument("--timeout-s", type=float, default=None, help="stop the pipeline then")
+    gpu_args.add_argument("--accelerator", default="gpu", choices=("gpu", "cpu"),
+                          help=argparse.SUPPRESS)  # cpu: the tests' (no GPU there)  # fmt: skip
     args = parser.parse_args(argv)
     reg = load(args.registration)
     if args.run not in reg.runs:
         raise SystemExit(f"no run {args.run!r} in {reg.name} (registered: {', '.join(reg.runs)})")
+    if args.run == "gpu":
+        return run_gpu(reg, args.workdir or GPU_WORKDIR, args.python or sys.executable, args.commit,
+                       args.workers, args.timeout_s, args.accelerator)  # fmt: skip
     if args.run != "cpu":
-        raise SystemExit(f"run {args.run!r} is made by its own path (issue 59), not this one")
+        raise SystemExit(f"run {args.run!r} is made by its own path, not this one")
     if args.max_seeds < 0:
         raise SystemExit(f"--max-seeds must be >= 0 (got {args.max_seeds})")
+    args.workdir = args.workdir or WORKDIR
     code, made = checkout(reg, args.workdir, args.python), 0
     while (todo := to_run(reg, args.run)) and not (args.max_seeds and made >= args.max_seeds):
         seed = todo[0]

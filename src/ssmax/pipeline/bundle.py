@@ -1,0 +1,174 @@
+"""Seeds bundled (executor.bundle=K, issue 59): which to-run nodes go together, as one job.
+
+The pretraining nodes from scratch of one stage and variant whose configs are equal but for
+the seed are grouped, up to K at a time in DAG order, into a BundleJob that an executor runs as
+one unit (ssmax.pipeline.bundle_run.execute_bundle: one ssmax.lit.bundle.BundleRun for all,
+then each seed's node folder, MLflow run and done record as its solo node writes them). A node
+stays solo where a bundle would not train it as its solo run does (why_solo), and a group of one
+is a solo node. Nothing here changes a node: its fingerprint, folder and record name are the
+planned ones, so a node cached stays cached whichever way it was made.
+
+"Equal but for the seed" is checked twice: the node's composed config without the keys that
+name its seed (seed, paths.run_dir, run_name), and its fingerprint recomputed with seed 0
+(seedless_fingerprint; it also names the bundle's checkpoint folder).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ssmax.config.compose import ConfigError
+from ssmax.data.corpus import is_streaming
+from ssmax.pipeline.fingerprint import fingerprint
+from ssmax.pipeline.run import NodeJob
+from ssmax.stages.spec import stage_spec
+
+BUNDLED = ("pretrain",)  # stage modules whose nodes a bundle trains (ssmax.lit.bundle)
+PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle's
+SEED_KEYS = ("seed", "paths.run_dir", "run_name")  # a node's config keys that name its seed
+
+
+@dataclass
+class BundleJob:
+    """Nodes of one stage and variant, equal but for the seed, run as one job. Executors treat
+    it as a node without inputs (name, dir, threads, ...); settle() gives its members' states."""
+
+    members: list[NodeJob]
+    dir: str  # its checkpoints' folder (ssmax.pipeline.bundle_run)
+    threads: int | None = None
+    inline: bool = False
+    input_dirs: dict[str, str] = field(default_factory=dict)  # from scratch: none
+
+    @property
+    def seeds(self) -> list[int]:
+        return [int(m.seed) for m in self.members]  # type: ignore[arg-type]
+
+    @property
+    def name(self) -> str:
+        first = self.members[0]
+        return f"{first.stage}/{first.variant}/seeds{seed_list(self.seeds)}"
+
+    @property
+    def module(self) -> str:
+        return self.members[0].module
+
+    @property
+    def remaining(self) -> float:
+        return max(m.remaining for m in self.members)
+
+    @property
+    def done(self) -> None:
+        return None  # its members are cached or not, each for itself
+
+
+def seed_list(seeds: list[int]) -> str:
+    """0-2 for [0, 1, 2], 0,2,5 otherwise: a bundle's name."""
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))) and len(seeds) > 1:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
+def check_bundle(cfg: DictConfig) -> None:
+    """executor.bundle > 1 where bundles run: this process or local workers (ConfigError: one
+    line). A SLURM job runs one node; a bundle as one job there is not wired (docs/training.md,
+    "Seeds bundled")."""
+    size = int(cfg.executor.bundle)
+    if size > 1 and cfg.executor.kind == "slurm":
+        raise ConfigError(f"executor.bundle={size} runs with executor=inprocess or "
+                          "executor=local; executor=slurm runs each node as its own job: set "
+                          "executor.bundle=0")  # fmt: skip
+
+
+def why_solo(job: NodeJob, cfg: DictConfig) -> str | None:
+    """Why a bundle would not train this node as its solo run does; None: it would."""
+    t = cfg.trainer
+    if job.input_dirs or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n":
+        return "it starts from other weights"
+    if t.devices * t.num_nodes != 1:
+        return "it trains on several devices"
+    if str(t.precision) not in PRECISIONS:
+        return f"trainer.precision={t.precision} (a bundle runs {', '.join(PRECISIONS)})"
+    if is_streaming(cfg.data) and not cfg.data.shards_dir:
+        return "its data is a stream, whose position only a Lightning run keeps"
+    return None
+
+
+def seedless_config(cfg: DictConfig) -> str:
+    """The node's config as YAML without the keys that name its seed."""
+    copy = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for key in SEED_KEYS:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(copy, parent) if parent else copy
+        node.pop(leaf, None)
+    return OmegaConf.to_yaml(copy, sort_keys=True)
+
+
+def seedless_fingerprint(job: NodeJob, cfg: DictConfig) -> str:
+    """The node's fingerprint were its seed 0: equal for nodes that differ only by seed."""
+    copy = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    copy.seed = 0
+    return fingerprint(job.stage, job.module, stage_spec(job.module), copy, [])
+
+
+def bundle_dir(output_dir: str | Path, job: NodeJob, seedless: str) -> Path:
+    return Path(output_dir) / "pipeline" / "bundles" / job.stage / str(job.variant) / seedless[:16]
+
+
+def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | BundleJob]:
+    """The jobs with the to-run nodes that go together (above) replaced by BundleJobs of up to
+    executor.bundle nodes, each where its first member stood (inputs still come first)."""
+    size = int(cfg.executor.bundle)
+    if size <= 1:
+        return list(jobs)
+    groups: dict[tuple[str, ...], list[NodeJob]] = {}
+    folders: dict[tuple[str, ...], Path] = {}
+    for job in jobs:
+        if job.module not in BUNDLED or job.done is not None:
+            continue
+        node_cfg = OmegaConf.create(job.cfg_yaml)
+        why = why_solo(job, node_cfg)
+        if why:
+            log(f"solo    {job.name}: not bundled, {why}")
+            continue
+        seedless = seedless_fingerprint(job, node_cfg)
+        text = hashlib.sha256(seedless_config(node_cfg).encode()).hexdigest()
+        key = (job.stage, job.module, str(job.variant), seedless, text)
+        groups.setdefault(key, []).append(job)
+        folders[key] = bundle_dir(cfg.paths.output_dir, job, seedless)
+    first: dict[str, BundleJob] = {}
+    inside: set[str] = set()
+    for key, members in groups.items():
+        for i in range(0, len(members), size):
+            chunk = members[i : i + size]
+            if len(chunk) > 1:
+                first[chunk[0].name] = BundleJob(chunk, str(folders[key]))
+                inside.update(m.name for m in chunk)
+    out: list[NodeJob | BundleJob] = []
+    for job in jobs:
+        if job.name in first:
+            out.append(first[job.name])
+        elif job.name not in inside:
+            out.append(job)
+    return out
+
+
+def nodes_of(job: NodeJob | BundleJob) -> list[NodeJob]:
+    return job.members if isinstance(job, BundleJob) else [job]
+
+
+def settle(job: NodeJob | BundleJob, state: str) -> dict[str, str]:
+    """Node -> state once a job ended in `state`: a bundle's members each by their own done
+    record (a bundle that failed midway may have finished some seeds)."""
+    if not isinstance(job, BundleJob):
+        return {job.name: state}
+    return {m.name: "done" if m.done is not None else "failed" for m in job.members}
+
+
+def time_limit(job: NodeJob | BundleJob, per_node_s: float) -> float:
+    """A job's time limit: a bundle does its members' work, so up to theirs together."""
+    return per_node_s * len(nodes_of(job))

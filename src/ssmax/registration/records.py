@@ -1,0 +1,45 @@
+"""What a registered run has recorded: each seed's record file, the seeds it plans (a seed
+that failed twice replaced by the next spare), those still to run, and what a seed's nodes'
+done records say of how they ran. Shared by the cpu run (ssmax.registration.run) and the gpu
+run (ssmax.registration.gpu)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ssmax.registration.spec import Registration
+
+
+def record_path(reg: Registration, run: str, seed: int, failed: bool = False) -> Path:
+    return reg.records(run) / f"seed{seed}{'.failed' if failed else ''}.json"
+
+
+def planned(reg: Registration, run: str) -> list[int]:
+    """The run's seeds in order, each seed with a failure record replaced by the next spare
+    (a spare that failed too by the one after it)."""
+    spares, out = list(reg.spares), []
+    for seed in reg.seeds_of(run):
+        while record_path(reg, run, seed, failed=True).is_file():
+            if not spares:
+                raise SystemExit(f"seed {seed} failed and no spare seed is left")
+            seed = spares.pop(0)
+        out.append(seed)
+    return out
+
+
+def to_run(reg: Registration, run: str) -> list[int]:
+    """The planned seeds without a record yet, in order."""
+    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()]
+
+
+def nodes_of(outputs: Path, seed: int) -> dict[str, dict]:
+    """node -> what its done record says of how it ran (the newest record of each node)."""
+    out: dict[str, tuple[float, dict]] = {}
+    for done in (outputs / "pipeline" / "nodes").glob(f"*/*/seed{seed}/*/done.json"):
+        rec = json.loads(done.read_text())
+        keep = {k: rec.get(k) for k in ("fingerprint", "git_commit", "cpu", "gpus",
+                                        "packages_sha", "wall_s")}  # fmt: skip
+        if rec["node"] not in out or done.stat().st_mtime > out[rec["node"]][0]:
+            out[rec["node"]] = (done.stat().st_mtime, keep)
+    return {node: rec for node, (_, rec) in sorted(out.items())}

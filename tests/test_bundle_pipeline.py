@@ -1,0 +1,181 @@
+"""executor.bundle=K in the pipeline (ssmax.pipeline.bundle, bundle_run): seeds of a variant's
+pretraining trained as one job give each seed's node as its solo node would: its weights, its
+switch point for (f), its MLflow run, its done record (saying `bundle`), its fingerprint (a
+node cached stays cached whichever way it was made); a bundle killed midway resumes to the
+uninterrupted result.
+
+The solo reference for seed 0 is the shared smoke pipeline (tests/conftest.py: in process, the
+paper's variants, seed 0); seeds 1 and 2 are trained solo here. Tolerance: TOL32 of
+tests/test_bundle.py (float32, the smoke preset's); measured equal bit for bit on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+
+from ssmax.pipeline.__main__ import main
+from ssmax.pipeline.run import plan
+
+pytestmark = pytest.mark.slow
+
+TOL32 = 1e-5
+SEEDS = [0, 1, 2]
+F = "f_switch_during_pretrain"  # pulls in (a)'s pretraining; its switch reads (a)'s switch point
+
+
+def common(out: Path, cache: Path, *extra: str) -> list[str]:
+    return ["preset=smoke", f"paths.output_dir={out}", f"paths.cache_dir={cache}", *extra]
+
+
+def bundled_args(out: Path, cache: Path) -> list[str]:
+    return common(out, cache, f"pipeline.variants=[{F}]", "pipeline.seeds=[0,1,2]",
+                  "pipeline.targets=[pretrain,switch]", "executor.bundle=3")  # fmt: skip
+
+
+def node(out: Path, name: str) -> Path:
+    (folder,) = (out / "pipeline" / "nodes" / name).iterdir()
+    return folder
+
+
+def folder_of(overrides: list[str]) -> Path:
+    (out,) = [o.split("=", 1)[1] for o in overrides if o.startswith("paths.output_dir=")]
+    return Path(out)
+
+
+def record(out: Path, name: str) -> dict:
+    return json.loads((node(out, name) / "done.json").read_text())
+
+
+def largest(a: Path, b: Path) -> float:
+    x, y = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    assert x.keys() == y.keys()
+    return max((x[k].double() - y[k].double()).abs().max().item() for k in x)
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
+    """(a)'s pretraining of seeds 0-2 as one bundle, then (f)'s switch from each, tracked."""
+    out = tmp_path_factory.mktemp("bundled")
+    assert main(["run", *bundled_args(out, shared_cache)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def solo(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
+    """(a)'s pretraining of seeds 1 and 2 alone (seed 0's: the shared smoke pipeline)."""
+    out = tmp_path_factory.mktemp("solo")
+    args = common(out, shared_cache, "pipeline.variants=[a_softmax]", "pipeline.seeds=[1,2]",
+                  "pipeline.targets=[pretrain]", "tracking.enabled=false")  # fmt: skip
+    assert main(["run", *args]) == 0
+    return out
+
+
+def test_bundled_seeds_equal_their_solo_nodes(
+    bundled: Path, solo: Path, smoke_pipeline: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    smoke = folder_of(smoke_pipeline)
+    found = []
+    for seed in SEEDS:
+        name = f"pretrain/a_softmax/seed{seed}"
+        mine, theirs = node(bundled, name), node(smoke if seed == 0 else solo, name)
+        assert mine.name == theirs.name  # the same fingerprint: the same node
+        found += [largest(mine / f, theirs / f) for f in ("model.pt", "model_step18.pt")]
+        assert (mine / "data_step18.json").read_text() == (theirs / "data_step18.json").read_text()
+        rec = record(bundled, name)
+        assert rec["bundle"]["size"] == 3 and rec["bundle"]["seeds"] == SEEDS
+        solo_rec = json.loads((theirs / "done.json").read_text())
+        assert "bundle" not in solo_rec
+        assert rec["outputs"].keys() == solo_rec["outputs"].keys()
+        assert abs(rec["outputs"]["train_loss"] - solo_rec["outputs"]["train_loss"]) < TOL32
+        assert abs(rec["outputs"]["val_loss"] - solo_rec["outputs"]["val_loss"]) < TOL32
+    # (f) switched from the bundled (a)'s switch point, as a solo node
+    switched = f"switch/{F}/seed0"
+    found.append(largest(node(bundled, switched) / "model.pt", node(smoke, switched) / "model.pt"))
+    assert "bundle" not in record(bundled, switched)
+    with capsys.disabled():
+        print(f"\nbundled vs solo, largest weight difference: {max(found):.3g}")
+    assert max(found) < TOL32
+
+
+def test_each_bundled_seed_has_its_own_mlflow_run(bundled: Path, smoke_pipeline: list[str]) -> None:
+    client = MlflowClient(f"sqlite:///{bundled}/mlflow.db")
+    exp = client.get_experiment_by_name("ssmax-repro")
+    (parent,) = client.search_runs([exp.experiment_id], "tags.kind = 'pipeline'")
+    runs = client.search_runs([exp.experiment_id], "tags.stage = 'pretrain'")
+    assert sorted(r.data.tags["seed"] for r in runs) == ["0", "1", "2"]
+    histories = {}
+    for run in runs:
+        tags, seed = run.data.tags, run.data.tags["seed"]
+        assert run.info.status == "FINISHED" and tags["mlflow.parentRunId"] == parent.info.run_id
+        assert tags["bundle"] == "3 seeds: [0, 1, 2]" and run.data.params["seed"] == seed
+        assert record(bundled, f"pretrain/a_softmax/seed{seed}")["run_id"] == run.info.run_id
+        loss = client.get_metric_history(run.info.run_id, "train/loss")
+        val = client.get_metric_history(run.info.run_id, "val/loss")
+        assert sorted(m.step for m in loss) == list(range(0, 20, 2))  # log_every_n_steps=2
+        assert sorted(m.step for m in val) == [9, 19, 20]  # as Lightning logs a solo run's
+        histories[seed] = {m.step: m.value for m in loss}
+    assert histories["0"] != histories["1"] != histories["2"]
+    smoke = folder_of(smoke_pipeline)
+    solo_id = json.loads((node(smoke, "pretrain/a_softmax/seed0") / "done.json").read_text())
+    solo_client = MlflowClient(f"sqlite:///{smoke}/mlflow.db")
+    solo_loss = solo_client.get_metric_history(solo_id["run_id"], "train/loss")
+    assert all(abs(histories["0"][m.step] - m.value) < TOL32 for m in solo_loss)
+
+
+def test_solo_finds_bundled_nodes_cached_and_a_bundle_leaves_out_done_seeds(
+    bundled: Path, solo: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    solo_again = [a for a in bundled_args(bundled, shared_cache) if "executor.bundle" not in a]
+    _, jobs = plan(solo_again)
+    assert len(jobs) == 6 and all(job.done is not None for job in jobs)
+    # the other way: seeds 1 and 2 made solo are cached for a bundle, which takes 3 and 4 only
+    args = common(solo, shared_cache, "pipeline.variants=[a_softmax]",
+                  "pipeline.seeds=[1,2,3,4]", "pipeline.targets=[pretrain]",
+                  "tracking.enabled=false", "executor.bundle=3")  # fmt: skip
+    capsys.readouterr()
+    assert main(["run", *args]) == 0
+    said = capsys.readouterr().out
+    assert "run     pretrain/a_softmax/seeds3-4" in said and "4 nodes: 2 cached, 2 done" in said
+    for seed in (3, 4):
+        assert record(solo, f"pretrain/a_softmax/seed{seed}")["bundle"]["seeds"] == [3, 4]
+    assert not list((solo / "pipeline" / "bundles").rglob("*.ckpt"))  # gone once all are done
+
+
+def test_killed_bundle_resumes_to_the_uninterrupted_result(
+    bundled: Path, tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGKILL after step 12 (checkpoints every 10 steps: the bundle's at 10), then the same
+    command: each seed ends with the uninterrupted bundle's weights, in one MLflow run with
+    each logged step once."""
+    out = tmp_path / "killed"
+    args = common(out, shared_cache, "pipeline.variants=[a_softmax]", "pipeline.seeds=[0,1,2]",
+                  "pipeline.targets=[pretrain]", "executor.bundle=3")  # fmt: skip
+    kill = "trainer.callbacks=[{_target_: tests.faults.KillAt, step: 12}]"
+    first = subprocess.run([sys.executable, "-m", "ssmax.pipeline", "run", *args, kill],
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert first.returncode == -9, first.stderr[-2000:]
+    (ckpt,) = (out / "pipeline" / "bundles").rglob("*.ckpt")
+    assert torch.load(ckpt, weights_only=True, mmap=True)["step"] == 10
+    assert not list((out / "pipeline" / "nodes").rglob("done.json"))
+    capsys.readouterr()
+    assert main(["run", *args]) == 0
+    assert "resumed at step 10" in capsys.readouterr().err
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
+    exp = client.get_experiment_by_name("ssmax-repro")
+    runs = client.search_runs([exp.experiment_id], "tags.stage = 'pretrain'")
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"FINISHED"}
+    for run in runs:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
+        assert sorted(steps) == list(range(0, 20, 2))  # each once, none missing
+    for seed in SEEDS:
+        name = f"pretrain/a_softmax/seed{seed}"
+        for file in ("model.pt", "model_step18.pt"):
+            assert largest(node(out, name) / file, node(bundled, name) / file) == 0.0
+    assert not list(ckpt.parent.glob("*.ckpt"))
