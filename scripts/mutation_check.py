@@ -238,7 +238,7 @@ REGISTRATION = (
         "value >= SKILL_AT_LEAST", "value > SKILL_AT_LEAST + 0.2"),
     Bug("failed-seed-dropped-from-the-verdict", "registration/judge.py",
         "    checked = judged(run)\n", "    checked = judged(run, tuple(invalid_seeds(run)))\n"),
-    Bug("spare-not-taken-for-a-failed-seed", "registration/run.py",
+    Bug("spare-not-taken-for-a-failed-seed", "registration/records.py",
         "            seed = spares.pop(0)\n", "            break\n"),
 )  # fmt: skip
 
