@@ -1,7 +1,8 @@
-"""The leaderboard of docs/results.md and its figure (report.published_board, issue 60 item 4):
-up to date against the published files, a cell recomputed from the file by hand (scipy, numpy,
-nothing of the project's statistics), a law added to a copy of a results file picked up by the
-table and the figure without a change of code, and "-" where a law's run did not measure it."""
+"""The leaderboard of docs/results.md and its figure (report.published_board and
+report.published_board_figure, issue 60 item 4): up to date against the published files, a cell
+recomputed from the file by hand (scipy, numpy, nothing of the project's statistics), a law
+added to a copy of a results file picked up by the table and the figure without a change of
+code, and "-" where a law's run did not measure it."""
 
 from __future__ import annotations
 
@@ -14,23 +15,20 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ssmax.report.published_board import (
+from ssmax.report.published_board import board_block
+from ssmax.report.published_board_figure import (
     FIGURE,
     FIGURE_CSV,
-    SOURCES,
-    Source,
-    board_block,
     curves,
     digest,
     draw,
     figure_files,
     figure_stale,
-    load_run,
     png_source,
-    sources,
 )
 from ssmax.report.published_file import ROOT
 from ssmax.report.published_rivals import RIVALS
+from ssmax.report.published_runs import SOURCES, Source, load_run, sources
 
 LAWS, BASES = ("k_scale_invariant", "l_asentmax", "m_yarn_temp_inference"), ("a_softmax", "b_ssmax")
 MEASURES = {"niah past 1x": 1, "needle top mean": 1, "loss @5x": -1, "loss @10x": -1,

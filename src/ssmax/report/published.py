@@ -22,7 +22,8 @@ and the verdicts published under the rule until issue 42. The claims read it dir
 lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`. The rival laws'
 files and blocks (issue 43): report.published_rivals; the files' shape: report.published_file;
 the leaderboard of every law and its figure of NIAH by context (issue 60, docs/figures/):
-report.published_board, whose figure `--check` holds to its numbers too.
+report.published_board and report.published_board_figure, whose figure `--check` holds to its
+numbers too.
 """
 
 from __future__ import annotations
@@ -39,14 +40,8 @@ from ssmax.report.design import without_failed
 from ssmax.report.headline import headline
 from ssmax.report.metrics import table_names
 from ssmax.report.multiplicity import UNDECIDABLE
-from ssmax.report.published_board import (
-    FIGURE,
-    FIGURE_CSV,
-    board_block,
-    draw,
-    figure_files,
-    figure_stale,
-)
+from ssmax.report.published_board import board_block
+from ssmax.report.published_board_figure import FIGURE, FIGURE_CSV, draw, figure_files, figure_stale
 from ssmax.report.published_file import (
     EXTENSION,
     PUBLISHED,

@@ -3,14 +3,12 @@ published seeds against (a) and (b) on the headline measures, and one figure of 
 context, both made from the published files of docs/results/ by `make results-page`
 (report.published: the block "leaderboard" of docs/results.md, and FIGURE with its CSV).
 
-What it reads (sources()): runs, each a published file and the files that add seeds to it
-(joined as report.published_file.extended joins them): those SOURCES declares, then every other
-published file of docs/results/ (a "results" and a "run", its seeds not only the design's) as a
-run of its own, so a new results file needs no code either (a file of added seeds is joined
-only where SOURCES says so). It names no law: every variant of a run that goes through the
-evals (facts.evals) is one, so a file that gains a law gains a row and a line, labelled and
-coloured by its conf/variant/*.yaml facts. A law that several runs hold gets its row from the
-first of them; a declared run whose file is not written yet is said, not tabled.
+What it reads: the runs of report.published_runs (sources(): those SOURCES declares, then every
+other published file of docs/results/ as a run of its own, so a new results file needs no code
+either). It names no law: every variant of a run that goes through the evals (facts.evals) is
+one, so a file that gains a law gains a row and a line, labelled and coloured by its
+conf/variant/*.yaml facts. A law that several runs hold gets its row from the first of them; a
+declared run whose file is not written yet is said, not tabled.
 
 A row: the law's seeds, run (files) and machine; per headline measure (NIAH past the training
 length, top needle score, the loss at each evaluated multiple past it: the runs' union, "-"
@@ -29,134 +27,29 @@ claims' rule (report.claims, report.multiplicity), else not separated. Decided w
 
 A base's line for itself is its own mean [95% t-interval].
 
-The figure: per law, its mean NIAH accuracy at each evaluated context (theta x50, after SFT) over
-the seeds that hold every context, with the 95% t-interval as a band (3 seeds or more; fewer: a
-dashed line, no band), from the run where the law has the most such seeds (ties: the first of
-SOURCES). Its numbers are FIGURE_CSV; the PNG carries their sha256 in its metadata (Source), which
-`--check` reads: the check holds the data, not the bytes (another machine's fonts may draw other
-bytes), and `make results-page` draws it again (Agg, no date or version in the file: the same
-venv gives the same bytes).
+The figure of NIAH by context under the table, its numbers and its PNG:
+report.published_board_figure.
 """
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
-import json
-import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from functools import reduce
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ssmax.config.variants import by_letter, color, facts, label, ordered
+from ssmax.config.variants import by_letter, facts, label, ordered
 from ssmax.report.claims import Checked, Ordering, check, claims, long_multiples
-from ssmax.report.gather import Results, Table
+from ssmax.report.gather import Results
 from ssmax.report.metrics import values_of
-from ssmax.report.plotting import new_figure
-from ssmax.report.published_file import EXTENSION, PUBLISHED, ROOT, Published, extended, load
-from ssmax.report.published_rivals import RIVALS
+from ssmax.report.published_board_figure import FIGURE, _rel, curves, figure_caption
+from ssmax.report.published_file import ROOT
+from ssmax.report.published_runs import Run, Source, load_run, sources, span
 from ssmax.report.render import _md_table, family_text
 from ssmax.report.rivals import BASES, NIAH, TOP, better, board, present
 from ssmax.report.stats import Interval
 
-
-@dataclass
-class Source:
-    """One run as published: its file, then the files that add seeds to it."""
-
-    name: str  # how the page names the run
-    files: tuple[Path, ...]
-    machines: dict[str, str] = field(default_factory=dict)  # file name -> machine, where the
-    # file does not say it (run.cpu / run.device / run.machine)
-    board_registered: bool = True  # its leaderboard family was written down before its seeds
-    # ran; else its laws' cells give effects only (·), never a verdict
-
-
-SOURCES = [
-    # seeds 3-10 ran on the project's 2-core Xeon (docs/results.md), a file older than run.cpu
-    Source(
-        "the paper's verdict run",
-        (PUBLISHED, EXTENSION),
-        {PUBLISHED.name: "Xeon"},
-        board_registered=False,
-    ),
-    Source("the rival laws' run", (RIVALS,)),
-]
-RESULTS = ROOT / "docs" / "results"  # where other published files are found (sources())
-FIGURE = ROOT / "docs" / "figures" / "leaderboard_niah.png"
-FIGURE_CSV = FIGURE.with_suffix(".csv")
 MARKS = {"holds": "▲", "contradicted": "▼"}
 APART, UNTESTED = "○", "·"  # not separated (inconclusive or not decidable); no family tests it
-BAND_SEEDS = 3  # fewer seeds: the t-interval spans most of [0, 1]; a dashed line, no band
-NIAH_AT = re.compile(r"niah @([\d.]+)x")  # results.json's accuracy at one context (theta x50)
-
-
-def sources(declared: list[Source] = SOURCES, folder: Path = RESULTS) -> list[Source]:
-    """The declared runs, then each other published file of the folder as a run (by name):
-    shaped as one ("results" and "run") and not of design seeds only (they decide nothing)."""
-    named = {f.resolve() for s in declared for f in s.files}
-    found = []
-    for path in sorted(folder.glob("*.json")):
-        if path.resolve() in named:
-            continue
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        run = data.get("run") if isinstance(data, dict) else None
-        if not isinstance(run, dict) or "results" not in data:
-            continue
-        design = set((run.get("design") or {}).get("seeds") or [])
-        if not (design and set(run.get("seeds") or []) <= design):
-            found.append(Source(path.stem, (path,)))
-    return [*declared, *found]
-
-
-@dataclass
-class Run:
-    source: Source
-    pub: Published  # the files joined (the published file's metrics): the table's values
-    table: Table  # every metric of every file: the figure's values
-    files: list[Path]
-    runs: list[dict]  # each file's run (seeds, commit, date, ...)
-    machines: list[str]  # each file's machine
-
-    @property
-    def machine(self) -> str:
-        if len(set(self.machines)) == 1:
-            return self.machines[0]
-        return ", ".join(f"{m} ({span(r['seeds'])})" for r, m in zip(self.runs, self.machines,
-                                                                     strict=True))  # fmt: skip
-
-
-def load_run(source: Source) -> Run | None:
-    """The run, None while its first file is not written yet."""
-    files = [f for f in source.files if f.is_file()]
-    if not files or files[0] != source.files[0]:
-        return None
-    pubs = [load(f) for f in files]
-    table = {v: {m: dict(by) for m, by in ms.items()} for v, ms in pubs[0].table.items()}
-    for added in pubs[1:]:
-        for v, ms in added.table.items():
-            for m, by in ms.items():
-                table.setdefault(v, {}).setdefault(m, {}).update(by)
-    machines = [_machine(p, f, source) for p, f in zip(pubs, files, strict=True)]
-    return Run(source, reduce(extended, pubs), table, files, [p.run for p in pubs], machines)
-
-
-def _machine(pub: Published, path: Path, source: Source) -> str:
-    said = pub.run.get("cpu") or pub.run.get("device") or pub.run.get("machine")
-    return said or source.machines.get(path.name, "not in the file")
-
-
-def span(seeds: list[int]) -> str:
-    """'3-12' for a run of consecutive seeds, else '3, 5, 9'."""
-    seeds = sorted(seeds)
-    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
-        return f"{seeds[0]}-{seeds[-1]}"
-    return ", ".join(map(str, seeds))
 
 
 @dataclass
@@ -354,123 +247,3 @@ def board_block(runs: list[Source] | None = None) -> str:
     out += ["", f"![NIAH accuracy by context, every law]({_rel(FIGURE)})", "",
             figure_caption(found)]  # fmt: skip
     return "\n".join(out)
-
-
-def _rel(path: Path) -> str:
-    """A path as docs/results.md links it."""
-    return str(path.relative_to(ROOT / "docs"))
-
-
-@dataclass
-class Curve:
-    variant: str
-    run: Run
-    seeds: list[int]
-    multiples: list[str]  # as the file names them, in numeric order
-    intervals: list[Interval]  # per multiple, over the seeds
-
-
-def curves(runs: list[Run]) -> list[Curve]:
-    """Every law's NIAH accuracy by context, from the run where it has the most seeds holding
-    every context (ties: the first run)."""
-    best: dict[str, Curve] = {}
-    for run in runs:
-        for v in run.table:
-            if v not in by_letter().values() or not facts(v).evals:
-                continue
-            columns = run.table[v]
-            ks = sorted({m[1] for c in columns if (m := NIAH_AT.fullmatch(c))}, key=float)
-            if len(ks) < 2:
-                continue
-            seeds = sorted(set.intersection(*(set(columns[f"niah @{k}x"]) for k in ks)))
-            if seeds and (v not in best or len(seeds) > len(best[v].seeds)):
-                values = [[columns[f"niah @{k}x"][s] for s in seeds] for k in ks]
-                best[v] = Curve(v, run, seeds, ks, [Interval.of(x) for x in values])
-    return [best[v] for v in ordered(list(best))]
-
-
-CSV_COLUMNS = ["law", "variant", "run", "seeds", "context (x N)", "n", "mean", "lo95", "hi95"]
-
-
-def figure_csv(found: list[Curve]) -> str:
-    """The figure's numbers, a row per law and context."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for c in found:
-        files = " + ".join(f.name for f in c.run.files)
-        for k, i in zip(c.multiples, c.intervals, strict=True):
-            writer.writerow([f"({facts(c.variant).letter})", c.variant, files, span(c.seeds), k,
-                             i.n, *(_num(x) for x in (i.mean, i.lo, i.hi))])  # fmt: skip
-    return buffer.getvalue()
-
-
-def _num(x: float) -> str:
-    return "" if x != x else f"{x:.6f}"  # nan: no interval (1 seed)
-
-
-def digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-def figure_caption(found: list[Curve]) -> str:
-    if not found:
-        return "No law of these runs has NIAH accuracy per context."
-    each = "; ".join(f"{label(c.variant)}: {' + '.join(f.name for f in c.run.files)}, seeds "
-                     f"{span(c.seeds)} ({len(c.seeds)})" for c in found)  # fmt: skip
-    return (f"NIAH accuracy (full number, 20 prompts a context and seed) by context, a multiple "
-            f"of the training length, RoPE theta x50, after SFT: the mean over the seeds that "
-            f"hold every context, with its 95% t-interval as a band ({BAND_SEEDS} seeds or "
-            f"more; fewer: dashed, no band). {each}. Numbers: "
-            f"[{_rel(FIGURE_CSV)}]({_rel(FIGURE_CSV)}).")  # fmt: skip
-
-
-def draw(found: list[Curve], csv_text: str) -> bytes:
-    """The PNG: a line per law (its facts' label and colour), the data's digest in its
-    metadata, no date or software version (the same venv draws the same bytes)."""
-    fig, (ax,) = new_figure(1, width=8.0, height=5.6)
-    ticks: set[float] = set()
-    for c in found:
-        xs = [float(k) for k in c.multiples]
-        ticks |= set(xs)
-        band = len(c.seeds) >= BAND_SEEDS
-        name = f"{label(c.variant)} ({len(c.seeds)} seeds{'' if band else ', no band'})"
-        ax.plot(xs, [i.mean for i in c.intervals], marker="o", ms=3, lw=1.4,
-                ls="-" if band else "--", color=color(c.variant), label=name)  # fmt: skip
-        if band:
-            lo = [max(0.0, i.lo) for i in c.intervals]
-            hi = [min(1.0, i.hi) for i in c.intervals]
-            ax.fill_between(xs, lo, hi, color=color(c.variant), alpha=0.1, lw=0)
-    ax.set_xticks(sorted(ticks), [f"{x:g}x" for x in sorted(ticks)])
-    n = {c.run.pub.run["train_len"] for c in found}
-    ax.set(xlabel=f"context (multiple of the training length N = {', '.join(map(str, n))} "
-           "tokens), RoPE theta x50, after SFT", ylabel="NIAH accuracy", ylim=(-0.02, 1.02),
-           xlim=(0.5, max(ticks, default=1) + 0.5))  # fmt: skip
-    ax.set_title("NIAH accuracy by context: mean over seeds, 95% t-interval", fontsize=10)
-    ax.grid(alpha=0.3)
-    fig.legend(loc="outside lower center", ncols=3, fontsize=7, frameon=False)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110,
-                metadata={"Software": None, "Source": digest(csv_text)})  # fmt: skip
-    return buffer.getvalue()
-
-
-def png_source(path: Path) -> str | None:
-    """The Source text of a PNG's metadata (the digest of the numbers it was drawn from)."""
-    from PIL import Image  # matplotlib's own dependency
-
-    with Image.open(path) as image:
-        return image.text.get("Source")
-
-
-def figure_files(runs: list[Source] | None = None) -> tuple[str, list[Curve]]:
-    """(the CSV's text, the curves) of the runs (None: sources())."""
-    found = curves([r for r in (load_run(s) for s in (sources() if runs is None else runs)) if r])
-    return figure_csv(found), found
-
-
-def figure_stale(csv_text: str, png: Path = FIGURE, table: Path = FIGURE_CSV) -> bool:
-    """Whether the committed figure is not the one these numbers give."""
-    if not table.is_file() or table.read_text() != csv_text or not png.is_file():
-        return True
-    return png_source(png) != digest(csv_text)

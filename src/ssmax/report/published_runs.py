@@ -1,0 +1,110 @@
+"""The runs the leaderboard reads (report.published_board, issue 60 item 4), each a published
+file of docs/results/ and the files that add seeds to it, joined as
+report.published_file.extended joins them.
+
+sources(): those SOURCES declares, then every other published file of docs/results/ (a
+"results" and a "run", its seeds not only the design's) as a run of its own, so a new results
+file needs no code (a file of added seeds is joined only where SOURCES says so).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+
+from ssmax.report.gather import Table
+from ssmax.report.published_file import EXTENSION, PUBLISHED, ROOT, Published, extended, load
+from ssmax.report.published_rivals import RIVALS
+
+
+@dataclass
+class Source:
+    """One run as published: its file, then the files that add seeds to it."""
+
+    name: str  # how the page names the run
+    files: tuple[Path, ...]
+    machines: dict[str, str] = field(default_factory=dict)  # file name -> machine, where the
+    # file does not say it (run.cpu / run.device / run.machine)
+    board_registered: bool = True  # its leaderboard family was written down before its seeds
+    # ran; else its laws' cells give effects only (·), never a verdict
+
+
+SOURCES = [
+    # seeds 3-10 ran on the project's 2-core Xeon (docs/results.md), a file older than run.cpu
+    Source(
+        "the paper's verdict run",
+        (PUBLISHED, EXTENSION),
+        {PUBLISHED.name: "Xeon"},
+        board_registered=False,
+    ),
+    Source("the rival laws' run", (RIVALS,)),
+]
+RESULTS = ROOT / "docs" / "results"  # where other published files are found (sources())
+
+
+def sources(declared: list[Source] = SOURCES, folder: Path = RESULTS) -> list[Source]:
+    """The declared runs, then each other published file of the folder as a run (by name):
+    shaped as one ("results" and "run") and not of design seeds only (they decide nothing)."""
+    named = {f.resolve() for s in declared for f in s.files}
+    found = []
+    for path in sorted(folder.glob("*.json")):
+        if path.resolve() in named:
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        run = data.get("run") if isinstance(data, dict) else None
+        if not isinstance(run, dict) or "results" not in data:
+            continue
+        design = set((run.get("design") or {}).get("seeds") or [])
+        if not (design and set(run.get("seeds") or []) <= design):
+            found.append(Source(path.stem, (path,)))
+    return [*declared, *found]
+
+
+@dataclass
+class Run:
+    source: Source
+    pub: Published  # the files joined (the published file's metrics): the table's values
+    table: Table  # every metric of every file: the figure's values
+    files: list[Path]
+    runs: list[dict]  # each file's run (seeds, commit, date, ...)
+    machines: list[str]  # each file's machine
+
+    @property
+    def machine(self) -> str:
+        if len(set(self.machines)) == 1:
+            return self.machines[0]
+        return ", ".join(f"{m} ({span(r['seeds'])})" for r, m in zip(self.runs, self.machines,
+                                                                     strict=True))  # fmt: skip
+
+
+def load_run(source: Source) -> Run | None:
+    """The run, None while its first file is not written yet."""
+    files = [f for f in source.files if f.is_file()]
+    if not files or files[0] != source.files[0]:
+        return None
+    pubs = [load(f) for f in files]
+    table = {v: {m: dict(by) for m, by in ms.items()} for v, ms in pubs[0].table.items()}
+    for added in pubs[1:]:
+        for v, ms in added.table.items():
+            for m, by in ms.items():
+                table.setdefault(v, {}).setdefault(m, {}).update(by)
+    machines = [_machine(p, f, source) for p, f in zip(pubs, files, strict=True)]
+    return Run(source, reduce(extended, pubs), table, files, [p.run for p in pubs], machines)
+
+
+def _machine(pub: Published, path: Path, source: Source) -> str:
+    said = pub.run.get("cpu") or pub.run.get("device") or pub.run.get("machine")
+    return said or source.machines.get(path.name, "not in the file")
+
+
+def span(seeds: list[int]) -> str:
+    """'3-12' for a run of consecutive seeds, else '3, 5, 9'."""
+    seeds = sorted(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ", ".join(map(str, seeds))
