@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ssmax.config.compose import variant_config
-from ssmax.model import ModelConfig, Transformer, VariantConfig, laws
+from ssmax.model import ModelConfig, Transformer, VariantConfig, laws, positions
 from ssmax.model.attention import SCALES, Attention, variant_term
 from ssmax.model.rotary import apply_rope, rope_angles
 from tests.conftest import VARIANTS, make_cfg
@@ -309,14 +309,16 @@ def test_each_law_equals_its_reference_far_past_the_training_length(law: str) ->
 
 
 def test_the_laws_file_is_plain_torch() -> None:
-    # the export ships laws.py alone beside modeling_ssmax.py: no project import, no transformers
+    # the export ships laws.py and positions.py alone beside modeling_ssmax.py: no project
+    # import, no transformers
     import ast
 
-    tree = ast.parse(Path(laws.__file__).read_text())
-    nodes = list(ast.walk(tree))
-    imported = {a.name for node in nodes if isinstance(node, ast.Import) for a in node.names}
-    imported |= {node.module for node in nodes if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"__future__", "math", "collections.abc", "torch"}, imported
+    for module in (laws, positions):
+        tree = ast.parse(Path(module.__file__).read_text())
+        nodes = list(ast.walk(tree))
+        imported = {a.name for node in nodes if isinstance(node, ast.Import) for a in node.names}
+        imported |= {node.module for node in nodes if isinstance(node, ast.ImportFrom)}
+        assert imported <= {"__future__", "math", "collections.abc", "torch"}, (module, imported)
     with pytest.raises(ValueError, match="law='nope'; allowed: none, log_n, p_n"):
         laws.length_term("nope", torch.tensor([1]), train_len=8)
 

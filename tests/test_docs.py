@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ssmax.config.variants import names
-from ssmax.model import laws
+from ssmax.model import laws, positions
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -158,12 +158,16 @@ def test_the_readme_tables_list_every_variant_once() -> None:
 
 def test_the_law_file_names_every_law_it_holds() -> None:
     """laws.py's docstring table names every law, score law and normaliser its registries
-    hold, and nothing else of that kind; every law a variant file names is one of them."""
+    hold, and nothing else of that kind (positions.py's, its position functions); every law a
+    variant file names is one of them."""
     text = laws.__doc__ or ""
-    table = set(re.findall(r"^ {4,6}([a-z][a-z0-9_]*)\s{2,}", text, re.M))
-    held = {*laws.LAWS, *laws.ADAPTIVE, *laws.SCORE_LAWS, "rope_frequencies", "nape_slopes",
-            "yarn_frequencies"}  # fmt: skip
+    row = re.compile(r"^ {4,6}([a-z][a-z0-9_]*)\s{2,}", re.M)
+    table = set(row.findall(text))
+    held = {*laws.LAWS, *laws.ADAPTIVE, *laws.SCORE_LAWS}
     assert held == table, (held - table, table - held)
+    assert set(row.findall(positions.__doc__ or "")) == {
+        "rope_frequencies", "nape_slopes", "yarn_frequencies"
+    }  # fmt: skip
     assert set(laws.NORMALIZERS) <= set(
         re.findall(r"\b(softmax|entmax|adaptive_temperature)\b", text)
     )

@@ -144,7 +144,7 @@ ids, out = torch.load(sys.argv[1]), {}
 for path in sys.argv[3:]:
     hf = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True).eval()
     again = tempfile.mkdtemp()
-    hf.save_pretrained(again)  # the loaded remote code saves its own files, laws.py among them
+    hf.save_pretrained(again)  # the loaded remote code saves its own files, laws.py, positions.py
     back = AutoModelForCausalLM.from_pretrained(again, trust_remote_code=True).eval()
     with torch.no_grad():
         out[path] = (hf(ids).logits, back(ids).logits)
@@ -155,17 +155,19 @@ torch.save(out, sys.argv[2])
 def test_every_law_ships_the_models_own_laws_file_and_loads_without_ssmax(
     exported: dict, tmp_path: Path
 ) -> None:
-    # one file per law (ssmax/model/laws.py): the model runs it, the folder carries it as is
+    # one file for the laws (ssmax/model/laws.py), one for the positions (positions.py): the
+    # model runs them, the folder carries them as they are
     import os
     import subprocess
     import sys
 
-    from ssmax.model import laws
+    from ssmax.model import laws, positions
 
-    source = Path(laws.__file__).read_bytes()
     folders = {v: exported[v][2] for v in VARIANTS if v != "a_softmax"}
-    for path in folders.values():
-        assert (path / "laws.py").read_bytes() == source, path
+    for module in (laws, positions):
+        source = Path(module.__file__).read_bytes()
+        for path in folders.values():
+            assert (path / Path(module.__file__).name).read_bytes() == source, path
     data = exported["b_ssmax"][1].data  # every variant's: the smoke preset's
     ids = torch.arange(4 * data.seq_len)[None] % data.vocab_size
     torch.save(ids, tmp_path / "ids.pt")
@@ -376,7 +378,7 @@ def test_export_fingerprint_covers_the_shipped_law_and_plan_needs_no_transformer
 
     code = set(stage_code("export"))
     assert {"export/modeling_ssmax.py", "export/hf.py", "model/attention.py",
-            "model/laws.py"} <= code  # fmt: skip
+            "model/laws.py", "model/positions.py"} <= code  # fmt: skip
     # what it registers in MLflow is its result (tracking/models.py); the rest of tracking/ not
     assert [f for f in code if f.startswith("tracking/")] == ["tracking/models.py"]
     check = "import sys, ssmax.stages.export; print('transformers' in sys.modules)"

@@ -15,7 +15,7 @@ import torch
 
 from ssmax.config.compose import ConfigError, compose
 from ssmax.evals import scaled_rope_theta
-from ssmax.model import ModelConfig, Transformer, VariantConfig, laws
+from ssmax.model import ModelConfig, Transformer, VariantConfig, laws, positions
 from ssmax.preflight.settings import validate
 from tests.test_attention import rotate_reference, variant
 
@@ -67,7 +67,7 @@ def test_yarn_index_ramp_and_temperature_are_transformers(head_dim: int, train_l
                          "original_max_position_embeddings": train_len},
     )  # fmt: skip
     theirs, attention_factor = _compute_yarn_parameters(config)
-    ours = laws.yarn_frequencies(head_dim, 10_000.0, scale=s, train_len=train_len)
+    ours = positions.yarn_frequencies(head_dim, 10_000.0, scale=s, train_len=train_len)
     torch.testing.assert_close(ours.float(), theirs, rtol=1e-6, atol=0)
     loop = yarn_frequencies_reference(head_dim, 10_000.0, s, train_len)
     torch.testing.assert_close(ours, torch.tensor(loop, dtype=torch.float64), rtol=1e-12, atol=0)
@@ -80,19 +80,21 @@ def test_yarn_index_ramp_and_temperature_are_transformers(head_dim: int, train_l
 
 def test_yarn_ratio_ramp_is_the_papers_and_s_1_is_rope() -> None:
     for head_dim, train_len, s in ((16, 128, 5.0), (64, 1024, 20.0), (128, 4096, 8.0)):
-        ours = laws.yarn_frequencies(head_dim, 1e4, scale=s, train_len=train_len, yarn_ramp="ratio")
+        ours = positions.yarn_frequencies(
+            head_dim, 1e4, scale=s, train_len=train_len, yarn_ramp="ratio"
+        )
         want = yarn_frequencies_reference(head_dim, 1e4, s, train_len, ramp="ratio")
         torch.testing.assert_close(
             ours, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=0
         )
-        for ramp in laws.YARN_RAMPS:
-            plain = laws.yarn_frequencies(head_dim, 1e4, scale=1.0, train_len=train_len,
-                                          yarn_ramp=ramp)  # fmt: skip
+        for ramp in positions.YARN_RAMPS:
+            plain = positions.yarn_frequencies(head_dim, 1e4, scale=1.0, train_len=train_len,
+                                               yarn_ramp=ramp)  # fmt: skip
             j = torch.arange(head_dim // 2, dtype=torch.float64)
             torch.testing.assert_close(plain, 1e4 ** (-2 * j / head_dim), rtol=1e-15, atol=0)
     # the two ramps differ on the tiny model (head dim 16, N 128): the code keeps pair 0 whole
-    index = laws.yarn_frequencies(16, 1e4, scale=20.0, train_len=128)
-    ratio = laws.yarn_frequencies(16, 1e4, scale=20.0, train_len=128, yarn_ramp="ratio")
+    index = positions.yarn_frequencies(16, 1e4, scale=20.0, train_len=128)
+    ratio = positions.yarn_frequencies(16, 1e4, scale=20.0, train_len=128, yarn_ramp="ratio")
     assert index[0] == 1.0 and ratio[0] < 0.7 and torch.equal(index[4:], ratio[4:])
 
 
@@ -177,10 +179,12 @@ def test_per_query_and_dynamic_temperatures_agree_up_to_n_only() -> None:
 # ------------------------------------------------------------------ NAPE
 def test_nape_slopes_and_heads_are_the_authors() -> None:
     # deep-spin/asentmax get_nape_slopes(H, H // 2, "linear"): 1 / (1..H/2), then zeros
-    assert laws.nape_slopes(4).tolist() == [1.0, 0.5, 0.0, 0.0]
-    twelve = laws.nape_slopes(12)
+    assert positions.nape_slopes(4).tolist() == [1.0, 0.5, 0.0, 0.0]
+    twelve = positions.nape_slopes(12)
     torch.testing.assert_close(twelve[:6], 1 / torch.arange(1.0, 7.0))
-    assert (twelve[6:] == 0).all() and laws.nape_scaled(12) == 6 and laws.nape_scaled(3) == 2
+    assert (
+        (twelve[6:] == 0).all() and positions.nape_scaled(12) == 6 and positions.nape_scaled(3) == 2
+    )
     model = Transformer(ModelConfig(vocab_size=11, n_layers=1, n_heads=4, dim=16, ffn_dim=8),
                         variant("l_asentmax_nape"), 8)  # fmt: skip
     attn = model.layers[0].attn  # the length scale's projections: the NoPE heads only

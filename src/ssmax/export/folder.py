@@ -5,6 +5,8 @@
     modeling_ssmax.py        the law (every variant but softmax: trust_remote_code=True)
     laws.py                  every law's term, which modeling_ssmax.py imports: the project's
                              own ssmax/model/laws.py, copied as it is
+    positions.py             p-RoPE, NAPE and YaRN's interpolation, likewise: the project's
+                             own ssmax/model/positions.py, copied as it is
     tokenizer.json, ...      the tokenizer the model was trained with
     generation_config.json   the project's NIAH decoding: greedy, never EOS, 8 new tokens
     ssmax.json               where it came from (variant, node, fingerprint, weights, theta)
@@ -30,15 +32,15 @@ from ssmax.export import modeling_ssmax
 from ssmax.export.hf import to_transformers
 from ssmax.export.modeling_ssmax import SSMaxLlamaForCausalLM
 from ssmax.files.atomic import atomic_dir
-from ssmax.model import Transformer, laws
+from ssmax.model import Transformer, laws, positions
 from ssmax.preflight.weights import check_fits, read_weights
 
 PROVENANCE = "ssmax.json"
 # the remote code of every law but softmax: config.json's auto_map and the files it names,
-# copied beside the weights (modeling_ssmax.py imports `.laws`, the model's own laws.py)
+# copied beside the weights (modeling_ssmax.py imports `.laws` and `.positions`, the model's own)
 AUTO_MAP = {"AutoConfig": "modeling_ssmax.SSMaxLlamaConfig",
             "AutoModelForCausalLM": "modeling_ssmax.SSMaxLlamaForCausalLM"}  # fmt: skip
-REMOTE_CODE = (modeling_ssmax.__file__, laws.__file__)
+REMOTE_CODE = (modeling_ssmax.__file__, laws.__file__, positions.__file__)
 
 
 def hf_tokenizer(data_cfg: DictConfig) -> Any:

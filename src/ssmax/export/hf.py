@@ -6,8 +6,8 @@ SSMaxLlamaForCausalLM (modeling_ssmax.py, shipped in the folder), whose config c
 law's parameters: s and b per layer and head, p_n, N and the law's own (laws.PARAMS: beta,
 floor_scale), and how it places positions (p-RoPE, NAPE, YaRN's interpolation, whether the
 evals' theta factor reaches its RoPE) and issue 60's gate (self_attn.g_proj) and sink logit
-(self_attn.sink). The laws themselves are ssmax/model/laws.py, shipped in
-the folder too.
+(self_attn.sink). The laws themselves are ssmax/model/laws.py and the positions
+ssmax/model/positions.py, both shipped in the folder too.
 """
 
 from __future__ import annotations

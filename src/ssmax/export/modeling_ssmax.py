@@ -1,7 +1,8 @@
 """A Llama whose attention multiplies each query by a length law m_i before the softmax:
 softmax(m_i q_i K^T / sqrt(d)) ("Scalable-Softmax Is Superior for Attention", Nakanishi 2025,
 Eq. 11). Shipped by ssmax-repro (`python -m ssmax.export`) beside the weights it loads, with
-laws.py: every law's term, the same file the project's model runs (ssmax/model/laws.py).
+laws.py: every law's term, the same file the project's model runs (ssmax/model/laws.py), and
+positions.py: p-RoPE, NAPE and YaRN's interpolation (ssmax/model/positions.py), likewise.
 
 n_i is the number of keys query i sees under the causal mask: its position + 1 (with a KV
 cache, the cache length). m = s * term(n) + b in float32, like RoPE and its product with q;
@@ -20,10 +21,10 @@ rope_parameters' theta over ssmax_rope_theta0, the trained one).
 
 Issue 60, the rivals as their papers run them: ssmax_rope_scaled_at_eval false keeps RoPE at
 the trained theta (ssmax_rope_theta0) whatever rope_parameters' theta says; ssmax_positions nape
-(no rotation, laws.nape_slopes on the first half of the heads, the law's factor on the other
+(no rotation, positions.nape_slopes on the first half of the heads, the law's factor on the other
 half); ssmax_law_n pass (a length law's n is the forward pass's length L = the last position + 1,
 per row, for every query: YaRN's dynamic scaling); ssmax_rope_scaling yarn_dynamic
-(laws.yarn_frequencies at s = max(1, L / N) of each forward pass: the cache holds keys before
+(positions.yarn_frequencies at s = max(1, L / N) of each forward pass: the cache holds keys before
 RoPE, and every key is rotated at the pass's frequencies, its position counted back from the
 row's last one).
 
@@ -42,7 +43,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama as llama
 
-try:  # the exported folder: laws.py beside this file (transformers loads it with this one)
+try:  # the exported folder: laws.py and positions.py beside this file (loaded with this one)
     from .laws import (
         ADAPTIVE,
         ADAPTIVE_PARAMS,
@@ -50,16 +51,12 @@ try:  # the exported folder: laws.py beside this file (transformers loads it wit
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
-        YARN_PARAMS,
         length_term,
-        nape_scaled,
-        nape_slopes,
-        rope_frequencies,
         sink_attention,
-        yarn_frequencies,
     )
     from .laws import attention as general_attention
-except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/laws.py
+    from .positions import YARN_PARAMS, nape_scaled, nape_slopes, rope_frequencies, yarn_frequencies
+except ModuleNotFoundError:  # ssmax-repro itself: the files are ssmax/model/laws.py, positions.py
     if __package__ != "ssmax.export":
         raise
     from ssmax.model.laws import (
@@ -69,15 +66,17 @@ except ModuleNotFoundError:  # ssmax-repro itself: the one file is ssmax/model/l
         NORMALIZER_PARAMS,
         PARAMS,
         SCORE_PARAMS,
-        YARN_PARAMS,
         length_term,
+        sink_attention,
+    )
+    from ssmax.model.laws import attention as general_attention
+    from ssmax.model.positions import (
+        YARN_PARAMS,
         nape_scaled,
         nape_slopes,
         rope_frequencies,
-        sink_attention,
         yarn_frequencies,
     )
-    from ssmax.model.laws import attention as general_attention
 
 
 class SSMaxLlamaConfig(LlamaConfig):
@@ -101,9 +100,9 @@ class SSMaxLlamaConfig(LlamaConfig):
     ssmax_rope_base: float | None = None  # p-RoPE's base (None: rope_theta's spacing)
     ssmax_rope_theta0: float | None = None  # the trained theta (None: rope_theta as it is)
     ssmax_rope_scaled_at_eval: bool = True  # false: RoPE at ssmax_rope_theta0 whatever theta
-    ssmax_positions: str = "rope"  # or nape (laws.nape_slopes)
+    ssmax_positions: str = "rope"  # or nape (positions.nape_slopes)
     ssmax_law_n: str = "query"  # or pass: n = the forward pass's length for every query
-    ssmax_rope_scaling: str = "none"  # or yarn_dynamic (laws.yarn_frequencies)
+    ssmax_rope_scaling: str = "none"  # or yarn_dynamic (positions.yarn_frequencies)
     ssmax_yarn_beta_fast: float = 32.0  # yarn_dynamic only
     ssmax_yarn_beta_slow: float = 1.0  # yarn_dynamic only
     ssmax_yarn_ramp: str = "index"  # yarn_dynamic only
@@ -133,9 +132,9 @@ def rope_theta(config: SSMaxLlamaConfig) -> float:
 
 
 class SSMaxRotaryEmbedding(llama.LlamaRotaryEmbedding):
-    """p-RoPE (laws.rope_frequencies in place of theta^(-2j/d), transformers' default rope),
+    """p-RoPE (positions.rope_frequencies in place of theta^(-2j/d), transformers' default rope),
     the trained theta (ssmax_rope_scaled_at_eval false), or YaRN's interpolation at each
-    forward pass's s = max(1, L / N), L the row's last position + 1 (laws.yarn_frequencies:
+    forward pass's s = max(1, L / N), L the row's last position + 1 (positions.yarn_frequencies:
     float64, then float32 as transformers' frequencies are, angles in float32 as theirs)."""
 
     @staticmethod

@@ -18,7 +18,8 @@ Beyond the paper, the length laws of the field (conf/variant/g_ to j_), N the tr
     sqrt_log_n   a slower-growing law          m = s * sqrt(log n)
     yarn         YaRN's temperature            m = (0.1 ln max(1, n / N) + 1)^2 (inference)
 
-Each law's term (log n, p_n, ...) is written once, in laws.py: the export ships that file.
+Each law's term (log n, p_n, ...) is written once, in laws.py (the positions: positions.py):
+the export ships those files.
 
 Laws that are not a factor on the query alone run the general path (laws.attention: scores,
 the law's transform of each score, the mask, the normaliser, weights @ V; FlexAttention's
@@ -28,7 +29,7 @@ score_mod where it runs fused: a compiled forward on CUDA, softmax only), issue 
     entmax            alpha-entmax in place of softmax (variant.normalizer)
     asentmax          a factor that reads the layer's input (laws.ADAPTIVE), with entmax
     positions=nape    NAPE (ASEntmax's authors' positions): no rotation, half the heads ALiBi
-                      (laws.nape_slopes), the law's factor on the other half only
+                      (positions.nape_slopes), the law's factor on the other half only
 
 The query-factor laws keep the fused SDPA path (variant.path=auto); variant.path=explicit or
 flex sends any law through the general path.
@@ -68,19 +69,20 @@ from ssmax.model.laws import (
     PARAMS,
     SCORE_LAWS,
     SCORE_PARAMS,
-    YARN_RAMPS,
     length_term,
-    nape_scaled,
-    nape_slopes,
     score_mod,
     sink_attention,
 )
 from ssmax.model.laws import attention as explicit_attention
+from ssmax.model.positions import YARN_RAMPS, nape_scaled, nape_slopes
 from ssmax.model.rotary import apply_rope
 
 SCALES = ("none", *LAWS)
 PATHS = ("auto", "sdpa", "explicit", "flex")  # variant.path: how attention is computed
-POSITIONS = ("rope", "nape")  # variant.positions: RoPE on every head, or NAPE (laws.nape_slopes)
+POSITIONS = (
+    "rope",
+    "nape",
+)  # variant.positions: RoPE on every head, or NAPE (positions.nape_slopes)
 LAW_N = ("query", "pass")  # variant.law_n: the n of a length law (laws' module docstring)
 ROPE_SCALINGS = ("none", "yarn_dynamic")  # variant.rope_scaling: the frequencies by L / N
 
@@ -111,7 +113,7 @@ class VariantConfig:
     tau: float = field(default=10.0, metadata={"gt": 0})  # scale_invariant: the lengthscale
     normalizer: str = field(default="softmax", metadata={"choices": tuple(NORMALIZERS)})  # p(z)
     alpha: float = field(default=1.5, metadata={"gt": 1})  # entmax only: alpha-entmax's alpha
-    # p-RoPE (laws.rope_frequencies): the fraction of rotary pairs that turn; null base: the
+    # p-RoPE (positions.rope_frequencies): the fraction of rotary pairs that turn; null base: the
     # model's theta spacing, else (base x the evals' theta factor)^(-j / (K - 1))
     rope_fraction: float = field(default=1.0, metadata={"gt": 0, "le": 1})  # pairs that turn
     rope_base: float | None = field(default=None, metadata={"gt": 0})  # null: theta spacing
@@ -131,7 +133,7 @@ class VariantConfig:
     # length L for every query: YaRN's dynamic scaling, one s = max(1, L / N) a pass)
     law_n: str = field(default="query", metadata={"choices": LAW_N})  # pass: (m2), (m3)
     # yarn_dynamic: YaRN's NTK-by-parts interpolation of the rotary frequencies by s = max(1, L /
-    # N) of each forward pass (laws.yarn_frequencies); replaces the evals' theta factor
+    # N) of each forward pass (positions.yarn_frequencies); replaces the evals' theta factor
     rope_scaling: str = field(default="none", metadata={"choices": ROPE_SCALINGS})  # (m3)
     yarn_beta_fast: float = field(default=32.0, metadata={"gt": 0})  # YaRN's beta: pairs kept
     yarn_beta_slow: float = field(default=1.0, metadata={"gt": 0})  # YaRN's alpha: interpolated

@@ -12,7 +12,7 @@ def rope_angles(
     positions: torch.Tensor, head_dim: int, theta: float, freqs: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of shape [T, head_dim] for integer positions, in float32; freqs: the pairs'
-    angular frequencies (float64, p-RoPE's: laws.rope_frequencies) in place of theta^(-2j/d).
+    angular frequencies (float64, p-RoPE's: positions.rope_frequencies) in place of theta^(-2j/d).
 
     Built on the positions' device: a host tensor copied in would make every eager forward
     wait for the device (a blocking copy), one decoding step at a time."""

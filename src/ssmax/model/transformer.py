@@ -10,7 +10,7 @@ from torch import nn
 
 from ssmax.model.attention import Attention, VariantConfig, variant_term
 from ssmax.model.cache import KVCache
-from ssmax.model.laws import YARN_PARAMS, rope_frequencies, yarn_frequencies
+from ssmax.model.positions import YARN_PARAMS, rope_frequencies, yarn_frequencies
 from ssmax.model.rotary import rope_angles
 
 
@@ -112,7 +112,7 @@ class Transformer(nn.Module):
         self, positions: torch.Tensor, length: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin at these positions: RoPE at the model's theta, or the variant's p-RoPE
-        (laws.rope_frequencies; its base scaled as theta is, by rope_theta / the trained one),
+        (positions.rope_frequencies; its base scaled as theta is, by rope_theta / the trained one),
         or YaRN's interpolation by s = max(1, length / N) (variant.rope_scaling; length: the
         forward pass's, default the last position + 1). Under variant.rope_scaled_at_eval=false
         the evals' theta factor (ssmax.evals.scaled_rope_theta) does not reach them."""
