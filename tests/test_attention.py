@@ -374,16 +374,11 @@ def layer_reference(v: VariantConfig, attn: Attention, x: torch.Tensor, freqs: l
     return torch.cat(outs, dim=-1) @ attn.wo.weight.T
 
 
-@pytest.mark.parametrize("cached", [False, True], ids=["full", "kv_cache"])
-@pytest.mark.parametrize("multiple", [1, 3], ids=["1x", "3x_past_N"])
-@pytest.mark.parametrize("name", RIVALS)
-def test_rival_laws_equal_their_papers_at_1x_and_past_n(name: str, multiple: int,
-                                                        cached: bool) -> None:  # fmt: skip
-    # the model's first layer, fed by the model's own forward (its p-RoPE, its n and distances,
-    # its KV cache: a prefill, a chunk, then one token at a time), against layer_reference
-    train_len, v = 8, variant(name)
-    # init_std 0.5: scores of order 1, so that a law off by 1% moves the output past rtol (and
-    # entmax leaves keys at exactly 0)
+def first_layer_io(v: object, multiple: int, cached: bool, train_len: int = 8) -> tuple:
+    """(attn, its inputs x, its outputs) of a one-layer model's attention, fed by the model's own
+    forward (its p-RoPE, its n and distances, its KV cache: a prefill, a chunk, then one token at
+    a time) over multiple * train_len tokens; float64. init_std 0.5: scores of order 1, so that a
+    law off by 1% moves the output past rtol (and entmax leaves keys at exactly 0)."""
     cfg = ModelConfig(vocab_size=97, n_layers=1, n_heads=2, dim=16, ffn_dim=40, init_std=0.5)
     torch.manual_seed(0)  # its own weights, whatever ran before (they came from the order)
     model = Transformer(cfg, v, train_len=train_len).double().eval()
@@ -400,7 +395,20 @@ def test_rival_laws_equal_their_papers_at_1x_and_past_n(name: str, multiple: int
                 model(ids[:, i : i + 1], cache)
         else:
             model(ids)
-        x, got = (torch.cat(parts) for parts in zip(*seen, strict=True))
+    x, got = (torch.cat(parts) for parts in zip(*seen, strict=True))
+    return attn, x, got
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["full", "kv_cache"])
+@pytest.mark.parametrize("multiple", [1, 3], ids=["1x", "3x_past_N"])
+@pytest.mark.parametrize("name", RIVALS)
+def test_rival_laws_equal_their_papers_at_1x_and_past_n(name: str, multiple: int,
+                                                        cached: bool) -> None:  # fmt: skip
+    # the model's first layer, fed by the model's own forward (its p-RoPE, its n and distances,
+    # its KV cache: a prefill, a chunk, then one token at a time), against layer_reference
+    train_len, v = 8, variant(name)
+    attn, x, got = first_layer_io(v, multiple, cached, train_len)
+    with torch.no_grad():
         if v.rope_fraction < 1:
             freqs = p_rope_frequencies_reference(v, 8)
         else:

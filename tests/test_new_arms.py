@@ -22,6 +22,7 @@ from ssmax.model.transformer import count_parameters
 from tests.conftest import make_cfg
 from tests.test_attention import (
     adaptive_temperature_reference,
+    first_layer_io,
     gate_reference,
     randomise_scalars,
     rotate_reference,
@@ -65,23 +66,8 @@ def test_arms_equal_their_sources_at_1x_and_past_n(name: str, multiple: int, cac
     # the model's first layer, fed by the model's own forward (its n, its KV cache: a prefill, a
     # chunk, then one token at a time), against layer_reference
     train_len, v = 8, variant(name)
-    cfg = ModelConfig(vocab_size=97, n_layers=1, n_heads=2, dim=16, ffn_dim=40, init_std=0.5)
-    torch.manual_seed(0)
-    model = Transformer(cfg, v, train_len=train_len).double().eval()
-    randomise_scalars(model, torch.Generator().manual_seed(2))
-    attn, seen = model.layers[0].attn, []
-    attn.register_forward_hook(lambda mod, args, out: seen.append((args[0][0], out[0])))
-    t_len = multiple * train_len
-    ids = torch.randint(0, 97, (1, t_len), generator=torch.Generator().manual_seed(3))
+    attn, x, got = first_layer_io(v, multiple, cached, train_len)
     with torch.no_grad():
-        if cached:
-            cache = model.new_cache(1, t_len)
-            model(ids[:, :3], cache), model(ids[:, 3:5], cache)
-            for i in range(5, t_len):
-                model(ids[:, i : i + 1], cache)
-        else:
-            model(ids)
-        x, got = (torch.cat(parts) for parts in zip(*seen, strict=True))
         want = layer_reference(v, attn, x, train_len)
     # RoPE's angles and a law's term are float32 by design (as test_attention's rivals)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
