@@ -20,17 +20,14 @@ and the command. Seeds already recorded are not run again; nothing here computes
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from ssmax.files.atomic import atomic_write_json
-from ssmax.registration.records import nodes_of, record_path, to_run
+from ssmax.registration.records import nodes_of, pipeline_argv, record_path, report_over, to_run
 from ssmax.registration.spec import ROOT, Registration
 from ssmax.report.published_file import run_file
 
@@ -42,34 +39,10 @@ def command(reg: Registration, seeds: list[int], outputs: Path, python: str, wor
             accelerator: str = "gpu") -> list[str]:  # fmt: skip
     """The pipeline invocation of the run (accelerator: cpu only for the CPU tests)."""
     hardware = "gpu" if accelerator == "gpu" else "cpu"
-    return [python, "-m", "ssmax.pipeline", "run", f"preset={reg.preset}",
-            f"pipeline.file={reg.pipeline}", f"pipeline.seeds=[{','.join(map(str, seeds))}]",
-            f"pipeline.variants=[{','.join(reg.variants)}]", f"trainer.accelerator={accelerator}",
-            f"preset.hardware={hardware}", f"executor.bundle={len(seeds)}", "executor=local",
-            f"executor.workers={workers}", "trainer.compile=false", "tracking.mode=offline",
-            f"paths.output_dir={outputs}"]  # fmt: skip
-
-
-def report_over(outputs: Path, seeds: list[int]) -> Path | None:
-    """results.json of the newest finished report node over exactly these seeds, if any."""
-    found = []
-    for done in (outputs / "pipeline" / "nodes" / "report").glob("*/done.json"):
-        cfg = OmegaConf.load(done.parent / "config.yaml")
-        if list(cfg.pipeline.seeds) == list(seeds):
-            found.append(done)
-    if not found:
-        return None
-    return max(found, key=lambda p: p.stat().st_mtime).parent / "report" / "results.json"
-
-
-def seed_nodes(outputs: Path, seed: int) -> dict[str, dict]:
-    """nodes_of (the cpu run's) with each node's bundle, where it was bundled."""
-    nodes = nodes_of(outputs, seed)
-    for done in (outputs / "pipeline" / "nodes").glob(f"*/*/seed{seed}/*/done.json"):
-        rec = json.loads(done.read_text())
-        if rec.get("bundle") and nodes[rec["node"]]["fingerprint"] == rec["fingerprint"]:
-            nodes[rec["node"]]["bundle"] = rec["bundle"]
-    return nodes
+    return pipeline_argv(reg, seeds, outputs, python, f"trainer.accelerator={accelerator}",
+                         f"preset.hardware={hardware}", f"executor.bundle={len(seeds)}",
+                         f"executor.workers={workers}", "trainer.compile=false",
+                         "tracking.mode=offline")  # fmt: skip
 
 
 def device_of(nodes: dict[str, dict]) -> str:
@@ -89,7 +62,7 @@ def record_seeds(reg: Registration, outputs: Path, seeds: list[int], commit: str
         about = (f"Seed {seed} of the registered run '{RUN}' of {reg.name} (docs/registration/), "
                  f"one of {len(seeds)} run together on one device, recorded as they finished, "
                  "before any verdict of the run was computed.")  # fmt: skip
-        nodes = seed_nodes(outputs, seed)
+        nodes = nodes_of(outputs, seed)
         rec = run_file(results, [seed], about) | {
             "registration": reg.name, "registered_run": RUN, "seed": seed,
             "wall_s": round(wall_s, 1), "device": device_of(nodes), "commit": commit,

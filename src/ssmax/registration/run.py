@@ -24,11 +24,16 @@ import sys
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from ssmax.files.atomic import atomic_write_json
 from ssmax.registration.gpu import GPU_WORKDIR, run_gpu
-from ssmax.registration.records import nodes_of, planned, record_path, to_run
+from ssmax.registration.records import (
+    nodes_of,
+    pipeline_argv,
+    planned,
+    record_path,
+    report_over,
+    to_run,
+)
 from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
 from ssmax.report.published_file import run_file
 
@@ -58,22 +63,15 @@ def checkout(reg: Registration, workdir: Path, python: str | None) -> Path:
 
 
 def command(reg: Registration, seed: int, outputs: Path, python: str) -> list[str]:
-    return [python, "-m", "ssmax.pipeline", "run", f"preset={reg.preset}",
-            f"pipeline.file={reg.pipeline}", f"pipeline.seeds=[{seed}]",
-            f"pipeline.variants=[{','.join(reg.variants)}]", "executor=local",
-            f"paths.output_dir={outputs}"]  # fmt: skip
+    return pipeline_argv(reg, [seed], outputs, python)
 
 
 def report_results(outputs: Path, seed: int) -> Path:
     """results.json of the newest finished report node over exactly this seed."""
-    found = []
-    for done in (outputs / "pipeline" / "nodes" / "report").glob("*/done.json"):
-        cfg = OmegaConf.load(done.parent / "config.yaml")
-        if list(cfg.pipeline.seeds) == [seed]:
-            found.append(done)
-    if not found:
+    found = report_over(outputs, [seed])
+    if found is None:
         raise SystemExit(f"no finished report node for seed {seed} under {outputs}")
-    return max(found, key=lambda p: p.stat().st_mtime).parent / "report" / "results.json"
+    return found
 
 
 def record(reg: Registration, run: str, seed: int, outputs: Path, wall_s: float) -> dict:
