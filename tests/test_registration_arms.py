@@ -11,10 +11,9 @@ from ssmax.registration.spec import ROOT, load
 from ssmax.report.gather import Results, Settings
 from ssmax.report.rivals import rival_claims
 from ssmax.report.stats import paired_t_power
+from tests.test_registration import TINY_COLUMNS
 
 ARMS = ROOT / "docs" / "registration" / "arms-2026-11-29.json"
-COLUMNS = ("pretrain val loss", "loss @1x", "loss @5x", "loss @10x", "loss @20x", "niah @1x",
-           "niah past 1x", "needle top mean")  # fmt: skip
 NEW = {"k_scale_invariant_own_rope", "l_asentmax_nape", "m_yarn_temp_per_pass_inference",
        "m_yarn_whole_dynamic_inference", "n_gated", "o_gated_ssmax", "p_adaptive_temp_inference",
        "q_sink", "r_sink_ssmax"}  # fmt: skip
@@ -22,7 +21,7 @@ NEW = {"k_scale_invariant_own_rope", "l_asentmax_nape", "m_yarn_temp_per_pass_in
 
 def test_the_rivals_family_is_the_codes() -> None:
     reg = load(ARMS)
-    table = {v: {c: {0: 1.0, 1: 2.0} for c in COLUMNS} for v in reg.variants}
+    table = {v: {c: {0: 1.0, 1: 2.0} for c in TINY_COLUMNS} for v in reg.variants}
     results = Results(Settings("tiny", [0, 1], 128), {}, table=table, absent={})
     judged = rival_claims(results, list(reg.variants))
     assert [c.key for c in judged] == reg.data["rule"]["families"]["rivals"]["claims"]
