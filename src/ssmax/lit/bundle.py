@@ -1,27 +1,40 @@
-"""Pretraining K seeds of one variant as one batched job (issue 59): train_bundle.
+"""Training K seeds of one variant as one batched job (issue 59): train_bundle.
 
-The plainest loop that does what a solo pretraining run (ssmax.lit.trainer.train: Lightning
-around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle):
+The plainest loop that does what a solo training run (ssmax.lit.trainer.train: Lightning
+around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle), for the objectives
+pretrain (from scratch, or from other weights and another run's data position: (f)'s switch)
+and sft:
 
-- init: each seed's model as its solo run builds it (torch seeded with the seed, then the model);
+- init: each seed's model as its solo run builds it (torch seeded with the seed, then the
+  model), then, where the seed starts from other weights (init_from, one file per seed: its
+  own (a)'s switch point, its own pretrained model), those loaded as train() loads them
+  (load_backbone: the variant's own scalars keep their init);
 - data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
-  lm_datamodule), so its own order; epochs roll over as the sampler counts them; on CUDA each
-  seed's batches made in a loader process of its own (the same batches);
-- loss: LitLM.loss, micro-batches divided by the accumulation, as Lightning does;
+  lm_datamodule or sft_datamodule), so its own order, begun where its data_start (another
+  run's data_step<N>.json, one per seed) says (ssmax.lit.bundle_data); epochs roll over as
+  the sampler counts them;
+  on CUDA each seed's batches made in a loader process of its own (the same batches). SFT's
+  batches are trimmed to their longest example, so the seeds' widths differ: each is padded
+  back to the widest (EOS, labels ignored: attention is causal, no loss term changes);
+- loss: LitLM.loss, micro-batches divided by the accumulation, as Lightning does; the last
+  step of a pass over the data takes the micro-batches left, as Lightning steps at an epoch's
+  last batch;
 - clipping: each seed's gradient by its own norm (SeedBundle.clip_per_seed), never one norm
   over the seeds;
 - optimizer: one AdamW over the stacked parameters, LitLM's groups, lr, betas, eps and
   weight decay, fused on CUDA as LitLM; AdamW is elementwise, so after the per-seed clip each
   seed's slice takes its solo step (tests/test_bundle.py checks it bit for bit);
 - schedule: LitLM's lr_factor (warmup, then constant or cosine), stepped after each step;
+  SFT's steps and warmup counted from its epochs as train() counts them;
 - precision: trainer.precision as Lightning applies it: 32-true; 64-true (weights cast to
   float64 after their float32 init, float64 the default dtype in the forward); bf16-mixed
   (autocast, float32 weights). Not compiled (a solo run on CUDA compiles its loss).
 
-- validation: every trainer.val_every_n_steps steps, each seed's loss on the first
-  trainer.val_batches batches of the validation loader (the same rows for every seed: no
-  planted facts of its own there), their mean weighted by batch size, as Lightning averages
-  LitLM's val/loss; and the final weights where the last step had none (trainer.validate).
+- validation: every trainer.val_every_n_steps steps (counted in micro-batches, as Lightning's
+  val_check_interval), each seed's loss on the first trainer.val_batches batches of the
+  validation loader (the same rows for every seed: no planted facts of its own there), their
+  mean weighted by batch size, as Lightning averages LitLM's val/loss; and the final weights
+  where the last step had none (trainer.validate).
 
 - weights mid-run: after each step of trainer.save_weights_at, each seed's weights and where
   its data stood (batches taken, its datamodule's state), as SaveWeightsAt writes
@@ -38,23 +51,27 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader
 
 from ssmax.config.compose import absolute_paths, model_config, variant_config
-from ssmax.data.lm import fact_transform
 from ssmax.data.lm_module import LMDataModule
-from ssmax.data.packing import PackedDataset
+from ssmax.lit.bundle_data import passes, seed_datamodules, sft_datamodules, stacked, with_workers
 from ssmax.lit.lightning_module import lr_factor
-from ssmax.model.bundle import SeedBundle, param_groups
+from ssmax.model import load_backbone
+from ssmax.model.bundle import SeedBundle, init_model, param_groups
 from ssmax.preflight.settings import validate
+from ssmax.preflight.weights import check_fits, read_weights
 
 PRECISIONS = ("32-true", "32", "64-true", "bf16-mixed")
+OBJECTIVES = ("pretrain", "sft")
 
 
 class TrainingDiverged(RuntimeError):
@@ -73,42 +90,17 @@ class BundleResult:
     last_batch: torch.Tensor | None = None  # [K] the last micro-batch's loss (a solo train/loss)
 
 
-def seed_datamodules(cfg: DictConfig, seeds: Sequence[int], batch_size: int) -> list[LMDataModule]:
-    """Each seed's pretraining datamodule, as lm_datamodule builds it for a solo run with that
-    seed. On the embedded corpus the packed rows (the same for every seed) are read once and
-    shared; each seed keeps its own planted facts and sampler."""
-    modules = [LMDataModule(cfg.data, batch_size=batch_size, seed=s) for s in seeds]
-    first = modules[0]
-    first.prepare_data()
-    first.setup("fit")
-    shared = first.dataset("train")
-    for module in modules[1:]:
-        module._tokenizer = first.tokenizer
-        if isinstance(shared, PackedDataset):
-            plant = fact_transform(cfg.data, first.tokenizer, module.seed)
-            module._sets["train"] = PackedDataset(shared.rows, plant)
-    return modules
-
-
-def batches(module: LMDataModule, workers: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-    """A seed's training batches without end: a new pass over its loader when one ends (the
-    sampler counts the epochs itself, as Lightning's set_epoch would set them). One loader,
-    iterated again: a new loader's sampler would start at epoch 0 again. workers > 0: the
-    batches made in that many loader processes of the seed's own (the same batches)."""
-    loader = module.train_dataloader()
-    if workers > 0:
-        loader = with_workers(loader, workers)
-    while True:
-        yield from loader
-
-
-def with_workers(loader: DataLoader, workers: int) -> DataLoader:
-    """The same loader (dataset, sampler, batches) in `workers` forked processes, or in this
-    one (0). Forked, whatever the default: a pipeline worker's default is its forkserver's,
-    which pickles the dataset, and planting facts is a closure that does not pickle."""
-    forked = {"multiprocessing_context": "fork", "persistent_workers": True} if workers else {}
-    return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=loader.sampler,
-                      drop_last=loader.drop_last, num_workers=workers, **forked)  # fmt: skip
+def seed_model(cfg: DictConfig, seed: int, init_from: str | Path | None) -> torch.nn.Module:
+    """Seed's model as its solo run has it before its first step: initialised by its seed,
+    then, given init_from, those weights loaded as train() loads them (load_backbone)."""
+    model = init_model(model_config(cfg), variant_config(cfg), cfg.data.seq_len, seed)
+    if init_from:
+        state = read_weights(init_from)
+        one = copy.deepcopy(cfg)  # check_fits names the file: this seed's
+        one.init_from = str(init_from)
+        check_fits(one, state)
+        load_backbone(model, state)
+    return model
 
 
 def precision_of(setting: str, device: torch.device) -> str:
@@ -159,21 +151,33 @@ class BundleRun:
         cfg: DictConfig,
         seeds: Sequence[int],
         *,
+        init_from: Sequence[str | Path | None] | None = None,
+        data_start: Sequence[str | Path | None] | None = None,
         device: str | torch.device | None = None,
         vmap: bool = True,
         loader_workers: int | None = None,
     ) -> None:
+        """init_from, data_start: per seed, the weights it starts from and the data_step<N>.json
+        its data begins at (train()'s cfg.init_from and data_start); None: cfg.init_from for
+        every seed, its data from the start."""
         validate(cfg)
         absolute_paths(cfg)
-        if cfg.objective != "pretrain" or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n":
-            raise ValueError(f"a bundle pretrains from scratch: objective={cfg.objective}, "
-                             f"init_from={cfg.init_from}, variant={cfg.variant.name}")  # fmt: skip
+        inits = [cfg.init_from] * len(seeds) if init_from is None else list(init_from)
+        starts = [None] * len(seeds) if data_start is None else list(data_start)
+        if cfg.objective not in OBJECTIVES:
+            raise ValueError(f"objective={cfg.objective} in a bundle; allowed: {OBJECTIVES}")
+        if len(inits) != len(seeds) or len(starts) != len(seeds):
+            raise ValueError(f"{len(inits)} init_from and {len(starts)} data_start for "
+                             f"{len(seeds)} seeds")  # fmt: skip
+        if cfg.variant.s_init == "inv_mean_log_n" and not all(inits):
+            raise ValueError(f"variant={cfg.variant.name} starts from softmax weights: give "
+                             "each seed's init_from")  # fmt: skip
         if cfg.trainer.devices * cfg.trainer.num_nodes != 1:
             raise ValueError("a bundle trains on one device (trainer.devices=1, num_nodes=1)")
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds {list(seeds)} repeat one")
         self.cfg, self.seeds = cfg, list(seeds)
-        stage = self.stage = cfg.trainer.pretrain
+        stage = self.stage = cfg.trainer[cfg.objective]
         self.accumulate = stage.global_batch // stage.batch_size
         if device is None:
             cuda = cfg.trainer.accelerator != "cpu" and torch.cuda.is_available()
@@ -184,10 +188,8 @@ class BundleRun:
         # this process would outrun a GPU's step, so there each seed has a loader process
         cuda = self.dev.type == "cuda"
         self.loader_workers = (1 if cuda else 0) if loader_workers is None else loader_workers
-        self.bundle = SeedBundle.from_seeds(
-            model_config(cfg), variant_config(cfg), cfg.data.seq_len, seeds,
-            loss_chunk=cfg.trainer.loss_chunk, vmap=vmap,
-        )  # fmt: skip
+        models = [seed_model(cfg, s, path) for s, path in zip(seeds, inits, strict=True)]
+        self.bundle = SeedBundle(models, seeds, cfg.objective, cfg.trainer.loss_chunk, vmap)
         self.bundle.to(self.dev, torch.float64 if self.mode == "64-true" else None)
         self.optimizer = torch.optim.AdamW(
             param_groups(self.bundle, stage.weight_decay),
@@ -196,60 +198,89 @@ class BundleRun:
             eps=stage.eps,
             fused=self.dev.type == "cuda",
         )
-        self.total, warmup = int(stage.max_steps), stage.warmup_steps
+        datamodules = sft_datamodules if cfg.objective == "sft" else seed_datamodules
+        self.modules = datamodules(cfg, seeds, stage.batch_size)
+        for module, start in zip(self.modules, starts, strict=True):
+            if start is not None:  # (f): its own (a)'s data where that stood at the switch
+                module.start_from(json.loads(Path(start).read_text()))
+        self.pad_id = self.modules[0].tokenizer.eos_id
+        self.total, warmup = self._steps(stage)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             lambda step: lr_factor(step, warmup, self.total, stage.schedule, stage.min_lr_ratio),
         )
-        self.modules = seed_datamodules(cfg, seeds, stage.batch_size)
         self.step = 0  # optimizer steps taken
+        self.batches = 0  # micro-batches taken (of this run: its data_start's come before)
+        self.tokens = [0] * len(self.seeds)  # each seed's tokens trained on (unpadded)
         self.losses: list[torch.Tensor] = []  # per step [K]
         self.norms: list[torch.Tensor] = []  # per step [K], before clipping
         self.last_batch: torch.Tensor | None = None  # [K] the last micro-batch's loss
         self.val: dict[int, torch.Tensor] = {}  # steps taken -> [K]
         self.saved: dict[int, list[tuple[dict[str, torch.Tensor], dict]]] = {}
 
+    def _steps(self, stage: DictConfig) -> tuple[int, int]:
+        """(optimizer steps, warmup steps) as train() sets them: pretraining's given; SFT's
+        counted from its epochs, a step per accumulation of one epoch's batches."""
+        if self.cfg.objective != "sft":
+            return int(stage.max_steps), int(stage.warmup_steps)
+        per_epoch = math.ceil(len(self.modules[0].train_dataloader()) / self.accumulate)
+        return stage.epochs * per_epoch, round(stage.warmup_epochs * per_epoch)
+
     def data_state(self, i: int) -> dict:
         """Where seed i's data stands (SaveWeightsAt's data_step<N>.json content)."""
-        return {"batches_done": self.step * self.accumulate} | self.modules[i].state_dict()
+        module = self.modules[i]
+        return {"batches_done": module.start_batches + self.batches} | module.state_dict()
 
     def run(self, hooks: BundleHooks | None = None) -> BundleResult:
         """Train from self.step to trainer.pretrain.max_steps, then validate the final weights
         where no validation fell on the last step (a solo run's trainer.validate)."""
         hooks = hooks or BundleHooks()
         for module in self.modules:  # a resumed run: each seed's sampler where it stood
-            module.resume_at(self.step * self.accumulate)
-        streams = [batches(m, self.loader_workers) for m in self.modules]
-        every = int(self.cfg.trainer.val_every_n_steps)
+            module.resume_at(self.batches)
+        streams = [passes(m, self.loader_workers) for m in self.modules]
+        # Lightning's val_check_interval, in micro-batches (trainer.val_every_n_steps steps);
+        # where an epoch's last step is short, Lightning may validate amid an accumulation,
+        # before its step: here after it (val/loss only; training is the same)
+        every = int(self.cfg.trainer.val_every_n_steps) * self.accumulate
         save_at = {int(x) for x in self.cfg.trainer.save_weights_at}
         while self.step < self.total:
-            step = self.step
+            step, before = self.step, self.batches
             lr = self.optimizer.param_groups[0]["lr"]  # the LR this step uses
             loss = self._step(streams)
             self.step += 1
             if self.step in save_at:  # as SaveWeightsAt: batches taken, the datamodule's state
                 self.saved[self.step] = [(self.bundle.state_dict(i), self.data_state(i))
                                          for i in range(len(self.bundle))]  # fmt: skip
-            if self.step % every == 0:
+            if self.batches // every > before // every:
                 self.val[self.step] = self.validate()
             hooks.after_step(self, step, loss, lr)
         if self.total not in self.val:
             self.val[self.total] = self.validate()
         return self.result()
 
-    def _step(self, streams: list[Iterator[dict[str, torch.Tensor]]]) -> torch.Tensor:
-        """One optimizer step of every seed; its loss [K] (the mean over its micro-batches)."""
+    def _step(self, streams: list[Iterator[tuple[dict[str, torch.Tensor], bool]]]) -> torch.Tensor:
+        """One optimizer step of every seed; its loss [K] (the mean over its micro-batches):
+        trainer.<objective>'s accumulation, or the micro-batches left in a pass over the data
+        (Lightning steps at an epoch's last batch; the loss still divided by the accumulation,
+        as Lightning divides it)."""
         dev, bundle = self.dev, self.bundle
         self.optimizer.zero_grad(set_to_none=True)
-        micro = []
-        for _ in range(self.accumulate):
-            seed_batches = [next(s) for s in streams]
-            ids = torch.stack([b["input_ids"] for b in seed_batches]).to(dev, non_blocking=True)
-            labels = torch.stack([b["labels"] for b in seed_batches]).to(dev, non_blocking=True)
+        micro: list[torch.Tensor] = []
+        last = False
+        while len(micro) < self.accumulate and not last:
+            got = [next(s) for s in streams]
+            last = got[0][1]
+            if any(end != last for _, end in got):  # equal sets, equal positions: never
+                raise RuntimeError(f"seeds {self.seeds}: their passes over the data end apart")
+            seed_batches = [batch for batch, _ in got]
+            ids, labels = (t.to(dev, non_blocking=True) for t in stacked(seed_batches, self.pad_id))
             with forward_context(self.mode, dev):
                 loss = bundle.loss(ids, labels)  # [K]
             (loss.sum() / self.accumulate).backward()
             micro.append(loss.detach())  # float64 under 64-true, else float32
+            self.batches += 1
+            for i, batch in enumerate(seed_batches):
+                self.tokens[i] += batch["input_ids"].numel()
         step_loss = torch.stack(micro).mean(0)
         _check_finite(step_loss, bundle.seeds, self.step)
         self.norms.append(bundle.clip_per_seed(self.stage.grad_clip).detach())
@@ -283,6 +314,8 @@ class BundleRun:
         return {
             "seeds": list(self.seeds),
             "step": self.step,
+            "batches": self.batches,
+            "tokens": list(self.tokens),
             "params": {n: p.detach().clone() for n, p in self.bundle.params.items()},
             # copies: the optimizer's own tensors move on with the next step
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
@@ -305,6 +338,8 @@ class BundleRun:
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.schedule.load_state_dict(state["schedule"])
         self.step = int(state["step"])
+        self.batches = int(state.get("batches", self.step * self.accumulate))  # older: none
+        self.tokens = list(state.get("tokens") or [0] * len(self.seeds))
         self.losses = list(state["losses"].to(self.dev).unbind(0))
         self.norms = list(state["grad_norms"].to(self.dev).unbind(0))
         self.last_batch = state["last_batch"]
@@ -336,6 +371,7 @@ def sliced(state: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
         "last_batch": None if last is None else take(last),
         "val": {step: take(v) for step, v in state["val"].items()},
         "data": [state["data"][i] for i in index],
+        "tokens": [state["tokens"][i] for i in index] if "tokens" in state else None,
     }
 
 
@@ -343,12 +379,14 @@ def train_bundle(
     cfg: DictConfig,
     seeds: Sequence[int],
     *,
+    init_from: Sequence[str | Path | None] | None = None,
+    data_start: Sequence[str | Path | None] | None = None,
     device: str | torch.device | None = None,
     vmap: bool = True,
     on_step: Callable[[int, torch.Tensor], None] | None = None,
 ) -> BundleResult:
-    """Pretrain cfg's variant from scratch once per seed, all seeds as one bundle, for
-    trainer.pretrain.max_steps steps; each seed as its solo run (module docstring). device:
+    """Train cfg's variant for cfg.objective once per seed, all seeds as one bundle; each seed
+    as its solo run (module docstring), from its init_from and data_start (BundleRun). device:
     None for trainer.accelerator's (CUDA when present under auto). on_step(step, losses [K])
     after each optimizer step (a progress line, a benchmark's clock)."""
 
@@ -357,7 +395,9 @@ def train_bundle(
             if on_step is not None:
                 on_step(step, loss)
 
-    return BundleRun(cfg, seeds, device=device, vmap=vmap).run(Calls())
+    run = BundleRun(cfg, seeds, init_from=init_from, data_start=data_start, device=device,
+                    vmap=vmap)  # fmt: skip
+    return run.run(Calls())
 
 
 @torch.no_grad()
