@@ -2,7 +2,8 @@
 ssmax.lit.bundle.BundleRun, each seed's node written as its solo node writes it.
 
 - before: each member's folder opened as for a solo node (ssmax.pipeline.run.open_node), its
-  training config as the pretrain stage makes it (seed_train_cfg), its MLflow run made or
+  training config, the weights it starts from and where its data begins as its stage (pretrain,
+  switch or sft) gives them to ssmax.lit.trainer.train (seed_start), its MLflow run made or
   reopened by the logger a solo run makes (ssmax.lit.trainer.build_logger: params, datasets,
   tags, mlflow_run_id), tagged `bundle`;
 - while training (SeedWriter, the run's hooks): each seed's train/loss, train/lr,
@@ -12,12 +13,13 @@ ssmax.lit.bundle.BundleRun, each seed's node written as its solo node writes it.
   and after the last step a checkpoint of the whole bundle (BundleRun.state_dict, written
   atomically) in the bundle's folder, <output_dir>/pipeline/bundles/<stage>/<variant>/<seedless
   fingerprint>/<seeds' digest>.ckpt;
-- after: seed by seed, model.pt, its run FINISHED, its done record (with `bundle`: size, seeds,
-  the bundle's wall time; wall_s its share), so a bundle stopped midway leaves the seeds it
-  finished done; the checkpoint goes once every seed it holds is done.
+- after: seed by seed, model.pt, its run FINISHED, its done record (its stage's outputs, with
+  `bundle`: size, seeds, the bundle's wall time; wall_s its share), so a bundle stopped midway
+  leaves the seeds it finished done; the checkpoint goes once every seed it holds is done.
 
-Resume: a bundle starts from the furthest checkpoint in its folder that holds all its seeds
-(sliced to them: a bundle rerun without the seeds an earlier attempt finished goes on from that
+Resume: a bundle starts from the furthest checkpoint in its folder that holds all its seeds as
+these nodes (their fingerprints: a switch's or SFT's folder is named without its inputs), sliced
+to them (a bundle rerun without the seeds an earlier attempt finished goes on from that
 attempt's checkpoint). Not written for a bundled seed: a per-node checkpoints/last.ckpt (the
 bundle's checkpoint holds it) and val/fact_recall.
 """
@@ -49,16 +51,38 @@ from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import SystemMetrics, store_log
 
 
-def seed_train_cfg(ctx: StageContext) -> DictConfig:
-    """The training config ssmax.stages.pretrain.run gives ssmax.lit.trainer.train (its steps,
-    its switch point), paths absolute. (Repeated here, not called: the pretrain stage's code is
-    its nodes' fingerprint, and a bundle must not move it.)"""
-    cfg = train_cfg(ctx, "pretrain")
-    steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
-    cfg.trainer.pretrain.max_steps = steps
-    cfg.trainer.save_weights_at = [switch_step]
+def seed_start(ctx: StageContext, module: str) -> tuple[DictConfig, str | None]:
+    """(training config, data_start) as the node's stage module gives them to
+    ssmax.lit.trainer.train: pretrain's steps and switch point; switch's (a)'s weights (final,
+    or at the switch point with the remaining steps, a fresh warmup and (a)'s data position);
+    sft's pretrained weights. Paths absolute; the weights in cfg.init_from. (Repeated here,
+    not called: a stage's code is its nodes' fingerprint, and a bundle must not move it.)"""
+    data_start = None
+    if module == "pretrain":
+        cfg = train_cfg(ctx, "pretrain")
+        steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
+        cfg.trainer.pretrain.max_steps = steps
+        cfg.trainer.save_weights_at = [switch_step]
+    elif module == "switch":  # ssmax.stages.switch.run
+        softmax = ctx.only_input()
+        cfg = train_cfg(ctx, "pretrain")
+        checkpoint = cfg.variant.facts.start.checkpoint
+        cfg.init_from = softmax[checkpoint]
+        if checkpoint == "weights":
+            cfg.trainer.pretrain.max_steps = 0
+        else:
+            remaining = softmax["steps"] - softmax["switch_step"]
+            cfg.trainer.pretrain.max_steps = remaining
+            warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)
+            cfg.trainer.pretrain.warmup_steps = max(1, warmup)
+            data_start = softmax["switch_data"]
+    elif module == "sft":  # ssmax.stages.sft.run
+        cfg = train_cfg(ctx, "sft")
+        cfg.init_from = ctx.only_input()["weights"]
+    else:
+        raise ValueError(f"a bundle trains pretrain, switch or sft nodes, not {module}")
     absolute_paths(cfg)
-    return cfg
+    return cfg, data_start
 
 
 def variant_stats(run: BundleRun, i: int) -> dict[str, float]:
@@ -88,10 +112,10 @@ class SeedWriter(BundleHooks):
         cfg = cfgs[0]
         self.loggers: list[Any] = []  # open(): each seed's, as its solo run's
         self.monitor: SystemMetrics | None = None
+        self.module = members[0].module
         self.every = int(cfg.trainer.log_every_n_steps)
         self.checkpoint_every = int(cfg.trainer.checkpoint_every_n_steps)
-        self.tokens = int(cfg.trainer.pretrain.global_batch) * int(cfg.data.seq_len)  # a step
-        self.tick: tuple[float, int] | None = None
+        self.tick: tuple[float, list[int]] | None = None  # time, each seed's tokens then
         self.path = Path(job.dir) / f"{digest([int(m.seed) for m in members])}.ckpt"  # type: ignore[arg-type]
         self.callbacks = bundle_callbacks(cfg)
 
@@ -132,14 +156,14 @@ class SeedWriter(BundleHooks):
             callback.on_bundle_step(Path(self.job.dir), run.step)
 
     def _log_step(self, run: BundleRun, step: int, loss: torch.Tensor, lr: float) -> None:
-        now, seen = time.perf_counter(), (step + 1) * self.tokens
-        common = {"train/lr": lr, "train/tokens_seen": float(seen)}
-        if self.tick is not None:
-            common["train/tokens_per_s"] = (seen - self.tick[1]) / (now - self.tick[0])
-        self.tick = (now, seen)
+        now, seen = time.perf_counter(), list(run.tokens)  # each seed's own (SFT's differ)
         for i, logger in enumerate(self.loggers):
-            metrics = {"train/loss": loss[i].item()} | common | variant_stats(run, i)
-            logger.log_metrics(metrics, step)
+            metrics = {"train/loss": loss[i].item(), "train/lr": lr,
+                       "train/tokens_seen": float(seen[i])}  # fmt: skip
+            if self.tick is not None:
+                metrics["train/tokens_per_s"] = (seen[i] - self.tick[1][i]) / (now - self.tick[0])
+            logger.log_metrics(metrics | variant_stats(run, i), step)
+        self.tick = (now, seen)
 
     def _log(self, per_seed: dict[str, torch.Tensor], step: int) -> None:
         for i, logger in enumerate(self.loggers):
@@ -162,9 +186,13 @@ class SeedWriter(BundleHooks):
     def resume(self, run: BundleRun) -> None:
         """Go on from the furthest checkpoint in the bundle's folder holding all its seeds."""
         best: tuple[int, Path] | None = None
+        want = {int(m.seed): m.fingerprint for m in self.members}  # type: ignore[arg-type]
         for path in Path(self.job.dir).glob("*.ckpt"):
             state = _peek(path)
-            holds = state is not None and set(run.seeds) <= set(state["seeds"])
+            # its seeds, as these nodes: a switch's or SFT's folder is named without its
+            # inputs, and a checkpoint made from other inputs' weights is not these nodes'
+            held = {} if state is None else dict(zip(state["seeds"], state["nodes"], strict=True))
+            holds = all(s in held and held[s][1] == fp for s, fp in want.items())
             if holds and (best is None or int(state["step"]) > best[0]):
                 best = (int(state["step"]), path)
         if best is None:
@@ -181,23 +209,24 @@ class SeedWriter(BundleHooks):
         self.stop()
 
     def finish_seed(self, i: int, run: BundleRun) -> dict[str, Any]:
-        """Seed i's model.pt and its run's end; its outputs as the pretrain stage's."""
+        """Seed i's model.pt and its run's end; its outputs as its stage's (pretrain, switch,
+        sft: the same keys in the same order)."""
         cfg, directory = self.cfgs[i], self.dirs[i]
         atomic_torch_save(run.bundle.state_dict(i), directory / WEIGHTS_FILE)
         logger = self.loggers[i] if self.loggers else None
         if logger is not None:
             logger.finalize("success")
             _drain(logger)
-        switch_step = int(cfg.trainer.save_weights_at[0])
-        switch = directory / f"model_step{switch_step}.pt"
-        last = run.last_batch[i].item() if run.last_batch is not None else None
-        return {
-            "weights": str(directory / WEIGHTS_FILE),
-            "switch_point": str(switch),
-            "switch_data": str(data_state_path(switch)),
-            "switch_step": switch_step,
-            "steps": int(cfg.trainer.pretrain.max_steps),
-            "train_loss": last,
+        outputs: dict[str, Any] = {"weights": str(directory / WEIGHTS_FILE)}
+        if self.module == "pretrain":
+            switch_step = int(cfg.trainer.save_weights_at[0])
+            switch = directory / f"model_step{switch_step}.pt"
+            outputs |= {"switch_point": str(switch), "switch_data": str(data_state_path(switch)),
+                        "switch_step": switch_step}  # fmt: skip
+        if self.module != "sft":
+            outputs["steps"] = int(cfg.trainer.pretrain.max_steps)
+        return outputs | {
+            "train_loss": run.last_batch[i].item() if run.last_batch is not None else None,
             "val_loss": float(run.val[run.total][i]),
             "run_id": logger.run_id if logger is not None else None,
         }
@@ -270,16 +299,19 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
         return {"wall_s": 0.0, "records": {}}
     cfgs = [OmegaConf.create(m.cfg_yaml) for m in members]
     pin_process(cfgs[0], job.threads)
-    trains = []
+    trains, starts = [], []
     for member, cfg in zip(members, cfgs, strict=True):
-        train = seed_train_cfg(open_node(member, cfg, rank0=True))
+        train, data_start = seed_start(open_node(member, cfg, rank0=True), member.module)
         atomic_write_text(Path(member.dir) / "config.yaml", OmegaConf.to_yaml(train, resolve=True))
         trains.append(train)
+        starts.append(data_start)
     seeds = [int(m.seed) for m in members]  # type: ignore[arg-type]
     writer = SeedWriter(job, members, trains)
     try:
         writer.open(seeds)
-        run = BundleRun(trains[0], seeds)
+        # each seed from its own inputs: its weights, its data position
+        run = BundleRun(trains[0], seeds, init_from=[t.init_from for t in trains],
+                        data_start=starts)  # fmt: skip
         writer.resume(run)
         run.run(writer)
         if not writer.path.exists():  # resumed at the end from another's: this one's own
