@@ -1,12 +1,15 @@
 """Seeds bundled (executor.bundle=K, issue 59): which to-run nodes go together, as one job.
 
-The pretraining nodes from scratch of one stage and variant whose configs are equal but for
-the seed are grouped, up to K at a time in DAG order, into a BundleJob that an executor runs as
-one unit (ssmax.pipeline.bundle_run.execute_bundle: one ssmax.lit.bundle.BundleRun for all,
-then each seed's node folder, MLflow run and done record as its solo node writes them). A node
-stays solo where a bundle would not train it as its solo run does (why_solo), and a group of one
-is a solo node. Nothing here changes a node: its fingerprint, folder and record name are the
-planned ones, so a node cached stays cached whichever way it was made.
+The training nodes (pretraining from scratch, (e) and (f)'s switch, SFT) of one stage and
+variant whose configs are equal but for the seed are grouped, up to K at a time in DAG order,
+into a BundleJob that an executor runs as one unit (ssmax.pipeline.bundle_run.execute_bundle:
+one ssmax.lit.bundle.BundleRun for all, each seed from its own inputs' weights and data
+position, then each seed's node folder, MLflow run and done record as its solo node writes
+them). A node stays solo where a bundle would not train it as its solo run does (why_solo), and
+a group of one is a solo node. Nothing here changes a node: its fingerprint, folder and record
+name are the planned ones, so a node cached stays cached whichever way it was made. A bundle
+waits for every member's inputs (in_order puts it after them); an input that failed blocks its
+own seed, and the bundle goes on without it (block).
 
 "Equal but for the seed" is checked twice: the node's composed config without the keys that
 name its seed (seed, paths.run_dir, run_name), and its fingerprint recomputed with seed 0
@@ -28,7 +31,8 @@ from ssmax.pipeline.fingerprint import fingerprint
 from ssmax.pipeline.run import NodeJob
 from ssmax.stages.spec import stage_spec
 
-BUNDLED = ("pretrain",)  # stage modules whose nodes a bundle trains (ssmax.lit.bundle)
+BUNDLED = ("pretrain", "switch", "sft")  # stage modules whose nodes a bundle trains
+CORPUS = ("pretrain", "switch")  # of those, the ones that train on the pretraining corpus
 PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle's
 SEED_KEYS = ("seed", "paths.run_dir", "run_name")  # a node's config keys that name its seed
 
@@ -87,13 +91,18 @@ def check_bundle(cfg: DictConfig) -> None:
 def why_solo(job: NodeJob, cfg: DictConfig) -> str | None:
     """Why a bundle would not train this node as its solo run does; None: it would."""
     t = cfg.trainer
-    if job.input_dirs or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n":
+    scratch = job.module == "pretrain"  # the others start from their one input's weights
+    if scratch and (job.input_dirs or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n"):
         return "it starts from other weights"
+    if not scratch and len(job.input_dirs) != 1:
+        return f"it reads {len(job.input_dirs)} nodes (a bundled seed starts from one)"
+    if job.stage in cfg.variant.facts.inherit:
+        return "it takes its start variant's model as it is (no training)"
     if t.devices * t.num_nodes != 1:
         return "it trains on several devices"
     if str(t.precision) not in PRECISIONS:
         return f"trainer.precision={t.precision} (a bundle runs {', '.join(PRECISIONS)})"
-    if is_streaming(cfg.data) and not cfg.data.shards_dir:
+    if job.module in CORPUS and is_streaming(cfg.data) and not cfg.data.shards_dir:
         return "its data is a stream, whose position only a Lightning run keeps"
     return None
 
@@ -121,7 +130,8 @@ def bundle_dir(output_dir: str | Path, job: NodeJob, seedless: str) -> Path:
 
 def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | BundleJob]:
     """The jobs with the to-run nodes that go together (above) replaced by BundleJobs of up to
-    executor.bundle nodes, each where its first member stood (inputs still come first)."""
+    executor.bundle nodes, each where its first member stood, then moved after its members'
+    inputs (in_order: inputs still come first)."""
     size = int(cfg.executor.bundle)
     if size <= 1:
         return list(jobs)
@@ -146,7 +156,7 @@ def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | Bu
         for i in range(0, len(members), size):
             chunk = members[i : i + size]
             if len(chunk) > 1:
-                first[chunk[0].name] = BundleJob(chunk, str(folders[key]))
+                first[chunk[0].name] = BundleJob(chunk, str(folders[key]), input_dirs=inputs(chunk))
                 inside.update(m.name for m in chunk)
     out: list[NodeJob | BundleJob] = []
     for job in jobs:
@@ -154,11 +164,52 @@ def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | Bu
             out.append(first[job.name])
         elif job.name not in inside:
             out.append(job)
+    return in_order(out)
+
+
+def inputs(members: list[NodeJob]) -> dict[str, str]:
+    """A bundle's inputs: every member's (its own seed's upstream nodes)."""
+    return {name: folder for m in members for name, folder in m.input_dirs.items()}
+
+
+def in_order(units: list[NodeJob | BundleJob]) -> list[NodeJob | BundleJob]:
+    """The units in the given order but each after the units holding its inputs: a bundle
+    stands where its first member stood, and the DAG lists seed by seed, so another member's
+    input (switch/f/seeds0-2 reads pretrain/a/seed2) may stand after it."""
+    owner = {n.name: i for i, unit in enumerate(units) for n in nodes_of(unit)}
+    placed: set[int] = set()
+    out: list[NodeJob | BundleJob] = []
+
+    def place(i: int) -> None:  # depth-first: a chain's length deep
+        if i in placed:
+            return
+        placed.add(i)
+        for name in units[i].input_dirs:
+            if name in owner:
+                place(owner[name])
+        out.append(units[i])
+
+    for i in range(len(units)):
+        place(i)
     return out
 
 
 def nodes_of(job: NodeJob | BundleJob) -> list[NodeJob]:
     return job.members if isinstance(job, BundleJob) else [job]
+
+
+def block(job: NodeJob | BundleJob, states: dict[str, str]) -> bool:
+    """Mark `blocked` in states each node of job whose input failed or was blocked, as a solo
+    node is; a bundle goes on without those seeds (the others run as their solo nodes would).
+    True: nothing of the job is left to run."""
+    stuck = [n for n in nodes_of(job) if any(states.get(i) in ("failed", "blocked")
+                                              for i in n.input_dirs)]  # fmt: skip
+    states |= {n.name: "blocked" for n in stuck}
+    whole = len(stuck) == len(nodes_of(job))
+    if isinstance(job, BundleJob) and stuck and not whole:
+        job.members = [m for m in job.members if m not in stuck]
+        job.input_dirs = inputs(job.members)
+    return whole
 
 
 def settle(job: NodeJob | BundleJob, state: str) -> dict[str, str]:

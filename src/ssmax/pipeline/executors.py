@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError
-from ssmax.pipeline.bundle import BundleJob, bundled, nodes_of, settle, time_limit
+from ssmax.pipeline.bundle import BundleJob, block, bundled, nodes_of, settle, time_limit
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
@@ -67,10 +67,6 @@ def execute(job: Job) -> dict[str, Any]:
     return execute_node(job)
 
 
-def _blocked(job: Job, states: dict[str, str]) -> bool:
-    return any(states.get(i) in ("failed", "blocked") for i in job.input_dirs)
-
-
 def _adopt(jobs: list[Job], parent: ParentRun) -> None:
     run_id = parent.id()
     for job in jobs:
@@ -84,8 +80,8 @@ def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun)
     for job in jobs:  # inputs come first
         if job.done is not None:
             states[job.name] = "cached"
-        elif _blocked(job, states):
-            states[job.name] = "blocked"
+        elif block(job, states):  # its nodes blocked; a bundle: it goes on without those
+            continue
         else:
             log(f"run     {job.name}")
             try:
@@ -137,11 +133,11 @@ def _schedule(
     try:
         while pending or running:
             for job in list(pending):
-                ready = all(states.get(i) in FINISHED for i in job.input_dirs)
-                if _blocked(job, states):
-                    states[job.name] = "blocked"
+                if block(job, states):  # its nodes blocked; a bundle: it goes on without those
                     pending.remove(job)
-                elif ready and job.inline:
+                    continue
+                ready = all(states.get(i) in FINISHED for i in job.input_dirs)
+                if ready and job.inline:
                     pending.remove(job)  # no worker to start
                     states |= run_inprocess([job], cfg, log, parent)
                 elif ready and len(running) < workers:
