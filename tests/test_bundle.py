@@ -152,16 +152,20 @@ def started(objective: str, seed: int, out: Path, cache: Path, init: str):  # no
 
 
 _STARTED: dict[tuple[str, int], tuple[dict[str, torch.Tensor], float, float]] = {}
+_BUNDLES: dict[str, lit_bundle.BundleResult] = {}  # objective -> its bundle, as it should be
 
 
-def started_diffs(objective: str, out: Path, cache: Path) -> list[float]:
+def started_diffs(objective: str, out: Path, cache: Path, keep: bool = False) -> list[float]:
     """Per seed, the largest difference between a bundle of SEEDS, each from its own weights
     (and for (f)'s switch its own data position), and the seed's solo run (trained once per
-    module): final weights, final train loss, final validation loss."""
+    module): final weights, final train loss, final validation loss. keep: the bundle's
+    result kept for later tests (not a sabotaged one)."""
     weights, data = own_starts(out)
     starts = data if objective == "pretrain" else None
     result = train_bundle(started(objective, 0, out, cache, weights[0]), SEEDS,
                           init_from=weights, data_start=starts)  # fmt: skip
+    if keep:
+        _BUNDLES[objective] = result
     found = []
     for i, seed in enumerate(SEEDS):
         if (objective, seed) not in _STARTED:
@@ -185,7 +189,7 @@ def test_bundle_from_each_seeds_own_weights_float64(
     objective: str, out_dir: Path, shared_cache: Path
 ) -> None:
     """(f)'s switch (pretrain: from each seed's own (a) and data position) and its SFT."""
-    assert max(started_diffs(objective, out_dir, shared_cache)) < TOL64
+    assert max(started_diffs(objective, out_dir, shared_cache, keep=True)) < TOL64
 
 
 class _Stopped(Exception):
@@ -201,7 +205,7 @@ def test_an_sft_bundle_stopped_midway_goes_on_as_if_uninterrupted(
     as in the bundle that ran through (what a bundled seed resumes from in the pipeline)."""
     weights, _ = own_starts(out_dir)
     cfg = started("sft", 0, out_dir, shared_cache, weights[0])
-    whole = lit_bundle.BundleRun(cfg, SEEDS, init_from=weights).run()
+    whole = _BUNDLES.get("sft") or lit_bundle.BundleRun(cfg, SEEDS, init_from=weights).run()
 
     class StopAfterOne(lit_bundle.BundleHooks):
         def after_step(self, run: lit_bundle.BundleRun, step: int, *_: object) -> None:

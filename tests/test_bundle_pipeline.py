@@ -42,8 +42,12 @@ def common(out: Path, cache: Path, *extra: str) -> list[str]:
 
 
 def bundled_args(out: Path, cache: Path) -> list[str]:
+    """(f) and the (a) it pulls in, to SFT: (a)'s SFT with no epoch (its cost, not its
+    training, is what this module does not need: (f)'s SFT is the one held to solo; a switch
+    or SFT setting moves no pretraining node's fingerprint)."""
     return common(out, cache, f"pipeline.variants=[{F}]", "pipeline.seeds=[0,1,2]",
-                  "pipeline.targets=[pretrain,switch,sft]", "executor.bundle=3")  # fmt: skip
+                  "pipeline.targets=[pretrain,switch,sft]", "executor.bundle=3",
+                  "+pipeline.overrides.a_softmax=['trainer.sft.epochs=0']")  # fmt: skip
 
 
 def node(out: Path, name: str) -> Path:
@@ -69,7 +73,7 @@ def largest(a: Path, b: Path) -> float:
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
     """(a)'s pretraining of seeds 0-2 as one bundle, then (f)'s switch from each as one, then
-    (a)'s and (f)'s SFT from each as one each, tracked."""
+    (a)'s SFT (no epoch: its validation only) and (f)'s from each as one each, tracked."""
     out = tmp_path_factory.mktemp("bundled")
     assert main(["run", *bundled_args(out, shared_cache)]) == 0
     return out
