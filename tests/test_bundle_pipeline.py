@@ -35,6 +35,7 @@ pytestmark = pytest.mark.slow
 TOL32 = 1e-5
 SEEDS = [0, 1, 2]
 F = "f_switch_during_pretrain"  # pulls in (a)'s pretraining; its switch reads (a)'s switch point
+E = "e_swap_after_pretrain"  # its switch reads (a)'s final weights: no step, validation only
 
 
 def common(out: Path, cache: Path, *extra: str) -> list[str]:
@@ -42,12 +43,14 @@ def common(out: Path, cache: Path, *extra: str) -> list[str]:
 
 
 def bundled_args(out: Path, cache: Path) -> list[str]:
-    """(f) and the (a) it pulls in, to SFT: (a)'s SFT with no epoch (its cost, not its
-    training, is what this module does not need: (f)'s SFT is the one held to solo; a switch
-    or SFT setting moves no pretraining node's fingerprint)."""
-    return common(out, cache, f"pipeline.variants=[{F}]", "pipeline.seeds=[0,1,2]",
+    """(e), (f) and the (a) they pull in, to SFT: (a)'s and (e)'s SFT with no epoch (their
+    cost, not their training, is what this module does not need: (f)'s SFT is the one held
+    to solo; an SFT setting moves no pretraining or switch node's fingerprint)."""
+    no_epoch = "=['trainer.sft.epochs=0']"
+    return common(out, cache, f"pipeline.variants=[{E},{F}]", "pipeline.seeds=[0,1,2]",
                   "pipeline.targets=[pretrain,switch,sft]", "executor.bundle=3",
-                  "+pipeline.overrides.a_softmax=['trainer.sft.epochs=0']")  # fmt: skip
+                  f"+pipeline.overrides.a_softmax{no_epoch}",
+                  f"+pipeline.overrides.{E}{no_epoch}")  # fmt: skip
 
 
 def node(out: Path, name: str) -> Path:
@@ -72,8 +75,8 @@ def largest(a: Path, b: Path) -> float:
 
 @pytest.fixture(scope="module")
 def bundled(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
-    """(a)'s pretraining of seeds 0-2 as one bundle, then (f)'s switch from each as one, then
-    (a)'s SFT (no epoch: its validation only) and (f)'s from each as one each, tracked."""
+    """(a)'s pretraining of seeds 0-2 as one bundle, then (e)'s and (f)'s switch from each as
+    one each, then (a)'s and (e)'s SFT (no epoch: validation only) and (f)'s, tracked."""
     out = tmp_path_factory.mktemp("bundled")
     assert main(["run", *bundled_args(out, shared_cache)]) == 0
     return out
@@ -107,21 +110,21 @@ def test_bundled_seeds_equal_their_solo_nodes(
         assert rec["outputs"].keys() == solo_rec["outputs"].keys()
         assert abs(rec["outputs"]["train_loss"] - solo_rec["outputs"]["train_loss"]) < TOL32
         assert abs(rec["outputs"]["val_loss"] - solo_rec["outputs"]["val_loss"]) < TOL32
-    # (f) switched from each bundled (a)'s switch point, then its SFT, each as one bundle: seed
-    # 0's against the smoke pipeline's solo nodes
+    # (e) from each bundled (a)'s final weights, (f) from its switch point, then (f)'s SFT, each
+    # as one bundle: seed 0's against the smoke pipeline's solo nodes
     later = {}
-    for name in (f"switch/{F}/seed0", f"sft/{F}/seed0"):
+    for name in (f"switch/{E}/seed0", f"switch/{F}/seed0", f"sft/{F}/seed0"):
         mine, theirs = node(bundled, name), node(smoke, name)
         assert mine.name == theirs.name  # the same fingerprint
         rec, solo_rec = record(bundled, name), json.loads((theirs / "done.json").read_text())
         assert rec["bundle"]["seeds"] == SEEDS and "bundle" not in solo_rec
         assert list(rec["outputs"]) == list(solo_rec["outputs"])
-        later[name.split("/")[0]] = max(largest(mine / "model.pt", theirs / "model.pt"),
+        later[name.rsplit("/", 1)[0]] = max(largest(mine / "model.pt", theirs / "model.pt"),
                                         abs(rec["outputs"]["val_loss"]
                                             - solo_rec["outputs"]["val_loss"]))  # fmt: skip
     with capsys.disabled():
-        print(f"\nbundled vs solo, largest weight difference: (a) {max(found):.3g}, "
-              f"(f) {later['switch']:.3g}, (f)'s SFT {later['sft']:.3g}")  # fmt: skip
+        print(f"\nbundled vs solo, largest weight or val loss difference: (a) {max(found):.3g}, "
+              + ", ".join(f"{k} {v:.3g}" for k, v in later.items()))  # fmt: skip
     assert max(found) < TOL32 and max(later.values()) < TOL32
 
 
@@ -164,7 +167,7 @@ def test_solo_finds_bundled_nodes_cached_and_a_bundle_leaves_out_done_seeds(
 ) -> None:
     solo_again = [a for a in bundled_args(bundled, shared_cache) if "executor.bundle" not in a]
     _, jobs = plan(solo_again)
-    assert len(jobs) == 12 and all(job.done is not None for job in jobs)
+    assert len(jobs) == 18 and all(job.done is not None for job in jobs)
     # the other way: seeds 1 and 2 made solo are cached for a bundle, which takes 3 and 4 only
     args = common(solo, shared_cache, "pipeline.variants=[a_softmax]",
                   "pipeline.seeds=[1,2,3,4]", "pipeline.targets=[pretrain]",
@@ -261,10 +264,10 @@ def test_a_bundle_stands_after_its_seeds_inputs_and_goes_on_without_a_blocked_se
     cfg, jobs = plan(bundled_args(tmp_path, tmp_path / "cache"))
     solo_a = [dataclasses.replace(j, cfg_yaml=j.cfg_yaml.replace("init_from: null", "init_from: x"))
               if j.module == "pretrain" else j for j in jobs]  # fmt: skip
-    # (a)'s pretraining and SFT, (f)'s switch and SFT (F pulls in (a) with its chain); (a)'s
-    # pretraining solo (from other weights): seed 2's stands after the bundles of seed 0's
-    cases = [(2, jobs, ["0-1", "2"] * 4), (3, solo_a, ["0", "1", "2"] + ["0-2"] * 3),
-             (3, jobs, ["0-2"] * 4)]  # fmt: skip
+    # (a)'s pretraining and SFT, (e)'s and (f)'s switch and SFT ((a) comes with its chain);
+    # (a)'s pretraining solo (from other weights): seed 2's stands after seed 0's bundles
+    cases = [(2, jobs, ["0-1", "2"] * 6), (3, solo_a, ["0", "1", "2"] + ["0-2"] * 5),
+             (3, jobs, ["0-2"] * 6)]  # fmt: skip
     for size, nodes, want in cases:
         cfg.executor.bundle = size
         units = grouping.bundled(cfg, nodes, lambda line: None)
@@ -275,7 +278,7 @@ def test_a_bundle_stands_after_its_seeds_inputs_and_goes_on_without_a_blocked_se
         named = [u.name.rsplit("seeds", 1)[-1] if isinstance(u, BundleJob)
                  else u.name.rsplit("seed", 1)[-1] for u in units]  # fmt: skip
         assert sorted(named) == sorted(want)
-    switch = next(u for u in units if u.name.startswith("switch"))
+    switch = next(u for u in units if u.name.startswith(f"switch/{F}"))
     states = {"pretrain/a_softmax/seed1": "failed"}
     assert not block(switch, states)
     assert switch.seeds == [0, 2] and states == {**states, f"switch/{F}/seed1": "blocked"}
