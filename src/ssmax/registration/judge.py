@@ -227,16 +227,21 @@ def design_section(reg: Registration) -> list[str]:
 
 
 def _shown(path: Path) -> str:
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+    """The path from the repository's root, however it was given (the page says the same)."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
+
+
+def given(reg: Registration, how: str = " --registration ") -> str:
+    """How a command names the registration: nothing for the default one."""
+    return "" if reg.path.resolve() == REGISTRATION.resolve() else f"{how}{_shown(reg.path)}"
 
 
 def page(reg: Registration) -> str:
-    given = "" if reg.path == REGISTRATION else f" --registration {_shown(reg.path)}"
-    make = "" if reg.path == REGISTRATION else f" REGISTRATION={_shown(reg.path)}"
     out = [f"# The {reg.page.stem} run: {reg.name}", "",
            "Generated from the seed records in docs/results/"
-           f"{reg.name}/ by `python -m ssmax.registration.judge{given}` (`make confirm-page"
-           f"{make}`); the registration: [registration/{reg.name}.md]"
+           f"{reg.name}/ by `python -m ssmax.registration.judge{given(reg)}` (`make confirm-page"
+           f"{given(reg, ' REGISTRATION=')}`); the registration: [registration/{reg.name}.md]"
            f"(registration/{reg.name}.md)."]  # fmt: skip
     if reg.design_seeds:
         out += design_section(reg)
@@ -277,8 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     text, out = page(reg), reg.page
     if args.check:
         if not out.is_file() or out.read_text() != text:
-            given = "" if reg.path == REGISTRATION else f" --registration {_shown(reg.path)}"
-            print(f"{_shown(out)} is stale: run python -m ssmax.registration.judge{given}")
+            print(f"{_shown(out)} is stale: run python -m ssmax.registration.judge{given(reg)}")
             return 1
         print(f"{_shown(out)} is up to date")
         return 0
