@@ -13,7 +13,7 @@
 # the nodes' logs in $OUT/seeds_logs.tgz.
 # bits: the pinned smoke pretraining on the CPU, with what could move its bits besides the CPU
 # (Python's and the packages' versions, glibc, digests of the data files and the weights), in
-# $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "On a second machine").
+# $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "The same bits on another CPU").
 # replicate: the paper pipeline of the tiny preset for SEEDS x VARIANTS (default 3-10, (a) and
 # (b)) on the GPU (REPL_ACCELERATOR, default gpu; bf16-mixed, eager, trainer.cpu_isa off), local
 # executor with WORKERS (default 16) sharing it, each node its own MLflow store, for at most
