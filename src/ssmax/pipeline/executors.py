@@ -35,6 +35,7 @@ from ssmax.pipeline.bundle import (
     settle,
     time_limit,
 )
+from ssmax.pipeline.bundle_evals import execute_evals
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
@@ -69,8 +70,6 @@ Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bun
 def execute(job: Job) -> dict[str, Any]:
     """Run a node (its done record) or a bundle ({"wall_s", "records": node -> record})."""
     if isinstance(job, BundleJob) and job.module in EVALS:
-        from ssmax.pipeline.bundle_evals import execute_evals
-
         return execute_evals(job)
     if isinstance(job, BundleJob):
         # lazy: Lightning and the bundle's training, only where a bundle runs (a worker)
