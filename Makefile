@@ -30,6 +30,9 @@ HOST ?= 127.0.0.1
 AUTH ?= on
 BACKEND_STORE_URI ?=
 ARTIFACTS_DESTINATION ?=
+# make confirm / confirm-page: the registration to run or judge (default: the confirmatory one),
+# e.g. REGISTRATION=docs/registration/arms-2026-11-29.json (its page: docs/arms.md)
+REGISTRATION ?=
 # make report: the server a pipeline tracked on (its tracking.tracking_uri), if not the sqlite
 TRACKING_URI ?=
 # make export: the pipeline node whose weights go to a transformers folder (OUT: where)
@@ -64,11 +67,11 @@ status: setup ## Each node's state on disk (cached / partial / to-run)
 report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (nothing re-runs)
 	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR) $(if $(TRACKING_URI),--tracking-uri $(TRACKING_URI))
 
-confirm: setup ## The registered confirmatory run (docs/registration/): its seeds one at a time at the registered commit, each recorded as it ends; resumable (ARGS=--max-seeds=K)
-	$(PY) -m ssmax.registration.run cpu $(ARGS)
+confirm: setup ## The registered confirmatory run (docs/registration/): its seeds one at a time at the registered commit, each recorded as it ends; resumable (ARGS=--max-seeds=K; REGISTRATION=...json ARGS=--design: its design seeds, first)
+	$(PY) -m ssmax.registration.run cpu $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
 
-confirm-page: setup ## docs/confirmatory.md from the registered run's seed records (verdicts only once every seed is in)
-	$(PY) -m ssmax.registration.judge
+confirm-page: setup ## docs/confirmatory.md from the registered run's seed records (verdicts only once every seed is in); REGISTRATION=...arms-2026-11-29.json: docs/arms.md
+	$(PY) -m ssmax.registration.judge $(if $(REGISTRATION),--registration $(REGISTRATION))
 
 results-page: setup ## docs/results.md's leaderboard (and docs/figures/leaderboard_niah.png), per-seed and verdict tables and the README's, from docs/results/*.json
 	$(PY) -m ssmax.report.published

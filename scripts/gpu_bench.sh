@@ -13,7 +13,7 @@
 # the nodes' logs in $OUT/seeds_logs.tgz.
 # bits: the pinned smoke pretraining on the CPU, with what could move its bits besides the CPU
 # (Python's and the packages' versions, glibc, digests of the data files and the weights), in
-# $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "On a second machine").
+# $OUT/bits.txt; run it here too and diff (docs/tiny-scale.md, "The same bits on another CPU").
 # replicate: the paper pipeline of the tiny preset for SEEDS x VARIANTS (default 3-10, (a) and
 # (b)) on the GPU (REPL_ACCELERATOR, default gpu; bf16-mixed, eager, trainer.cpu_isa off), local
 # executor with WORKERS (default 16) sharing it, each node its own MLflow store, for at most
@@ -29,7 +29,11 @@
 # compiles each law: ~30 s a model on an H100), at most RIVALS_TIMEOUT_S (default 360).
 # bundle: seeds bundled on one device (issue 59): bench/bench_bundle.py on CUDA at the tiny
 # preset, solo against bundles of BUNDLE_SIZES (default 1,4,16,32), ms/step/seed and seeds per
-# minute, in $OUT/bundle.txt, at most BUNDLE_TIMEOUT_S (default 240).
+# minute, in $OUT/bundle.txt, at most BUNDLE_TIMEOUT_S (default 240); then the evals
+# (bench/bench_bundle_evals.py: BUNDLE_EVAL_SEEDS seeds of (b), default 8, their inputs
+# trained briefly, each eval node solo in a local worker against bundled, at the
+# BUNDLE_EVAL_WORKERS workers, default 1,4; BUNDLE_EVAL_ARGS: more flags, e.g. --compile) in
+# $OUT/bundle_evals.txt, at most BUNDLE_EVALS_TIMEOUT_S (default 300).
 # confirm: the registered GPU replication (runs.gpu of docs/registration/confirmatory-2026-11-29.json,
 # issue 59): `python -m ssmax.registration.run gpu`, every planned seed (13-60) of the paper
 # pipeline at the tiny preset on the GPU as one pipeline run, the pretraining of each variant's
@@ -65,7 +69,10 @@ for one in $PARTS; do
     niah) python3 bench/bench_niah.py --ways "${NIAH_WAYS:-eager:torch,compiled:torch,compiled:cudnn}" ;;
     bundle)
       timeout "${BUNDLE_TIMEOUT_S:-240}" python3 bench/bench_bundle.py --device cuda \
-        --preset tiny --sizes "${BUNDLE_SIZES:-1,4,16,32}" | tee "$OUT/bundle.txt" || true ;;
+        --preset tiny --sizes "${BUNDLE_SIZES:-1,4,16,32}" | tee "$OUT/bundle.txt" || true
+      timeout "${BUNDLE_EVALS_TIMEOUT_S:-300}" python3 bench/bench_bundle_evals.py --device cuda \
+        --preset tiny --seeds "${BUNDLE_EVAL_SEEDS:-8}" --workers "${BUNDLE_EVAL_WORKERS:-1,4}" \
+        --rounds 1 --input-workers 8 ${BUNDLE_EVAL_ARGS:-} | tee "$OUT/bundle_evals.txt" || true ;;
     confirm)
       C=${CONFIRM_DIR:-/tmp/confirm}
       start=$(date +%s)

@@ -240,6 +240,10 @@ REGISTRATION = (
         "    checked = judged(run)\n", "    checked = judged(run, tuple(invalid_seeds(run)))\n"),
     Bug("spare-not-taken-for-a-failed-seed", "registration/records.py",
         "            seed = spares.pop(0)\n", "            break\n"),
+    Bug("registered-family-not-checked", "registration/families.py",
+        "if listed is not None and formed != set(listed):", "if False:"),
+    Bug("design-criterion-per-seed-not-the-mean", "registration/judge.py",
+        '("yes" if mean >= SKILL_AT_LEAST', '("yes" if min(by.values()) >= SKILL_AT_LEAST'),
 )  # fmt: skip
 
 NIAH = (
@@ -349,8 +353,10 @@ TARGETS = {
     "registration": Target(
         (
             "tests/test_registration.py",
+            "tests/test_registration_arms.py",
             "-k",
-            "not seed_runs and not fails_twice and not another_commit and not up_to_date",
+            "not seed_runs and not fails_twice and not another_commit and not up_to_date "
+            "and not design_seeds_run_first",
         ),
         REGISTRATION,
     ),  # fmt: skip

@@ -1,9 +1,10 @@
-"""executor.bundle=K in the pipeline (ssmax.pipeline.bundle, bundle_run): seeds of a variant's
-pretraining trained as one job give each seed's node as its solo node would: its weights, its
-switch point for (f), its MLflow run, its done record (saying `bundle`), its fingerprint (a
-node cached stays cached whichever way it was made); a bundle killed midway resumes to the
-uninterrupted result. So do (f)'s switch nodes, each seed from its own (a)'s switch point and
-data position, and (f)'s SFT nodes, each seed from its own (f).
+"""executor.bundle=K in the pipeline (ssmax.pipeline.bundle, bundle_run, bundle_evals): seeds
+of a variant's pretraining trained as one job give each seed's node as its solo node would: its
+weights, its switch point for (f), its MLflow run, its done record (saying `bundle`), its
+fingerprint (a node cached stays cached whichever way it was made); a bundle killed midway
+resumes to the uninterrupted result. So do (e) and (f)'s switch nodes, each seed from its own
+(a), and (f)'s SFT nodes, each seed from its own (f). Seeds of a variant's evals bundled write
+what their solo nodes write, bit for bit (evaluated one after another by the solo node's code).
 
 The solo reference for seed 0 is the shared smoke pipeline (tests/conftest.py: in process, the
 paper's variants, seed 0); seeds 1 and 2 of (a) are trained solo here. Tolerance: TOL32 of
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +26,7 @@ from mlflow import MlflowClient
 
 from ssmax.pipeline import bundle as grouping
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.bundle import BUNDLED, BundleJob, block, nodes_of
+from ssmax.pipeline.bundle import BUNDLED, BundleJob, blocked_nodes, in_order, nodes_of
 from ssmax.pipeline.bundle_run import SeedWriter
 from ssmax.pipeline.run import NodeJob, plan
 from ssmax.pipeline.stage_code import stage_code
@@ -214,6 +216,87 @@ def test_killed_bundle_resumes_to_the_uninterrupted_result(
     assert not list(ckpt.parent.glob("*.ckpt"))
 
 
+EVALS = ("eval_loss", "eval_niah")  # the latter: NIAH, the needle scores, the copy probe
+# seconds, not minutes: one SFT epoch of 16 examples, each eval's every part at one size
+SHORT = ("trainer.sft.epochs=1", "data.sft_num_examples=16", "eval.loss.sequences=1",
+         "eval.niah.context_multiples=[2]", "eval.niah.depths=[0.5]",
+         "eval.needle_scores.trials=1", "eval.copy_probe.count=2")  # fmt: skip
+
+
+def eval_args(out: Path, cache: Path, *extra: str) -> list[str]:
+    return common(out, cache, "pipeline.variants=[a_softmax]", "pipeline.seeds=[0,1,2]",
+                  f"pipeline.targets=[{','.join(EVALS)}]", *SHORT, *extra)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def evals(bundled: Path, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
+    """(a)'s evals of seeds 0-2 from the bundled (a): their inputs (SFT) made once, then the
+    evals solo in one copy of that folder and bundled in another (the same input files)."""
+    base = tmp_path_factory.mktemp("evals")
+    shutil.copytree(bundled, base / "inputs")
+    made = eval_args(base / "inputs", shared_cache, "pipeline.targets=[rope_pretrained,rope_sft]",
+                     "tracking.enabled=false")  # fmt: skip
+    assert main(["run", *made]) == 0
+    for kind in ("solo", "bundled"):
+        shutil.copytree(base / "inputs", base / kind)
+    assert main(["run", *eval_args(base / "solo", shared_cache)]) == 0
+    assert main(["run", *eval_args(base / "bundled", shared_cache, "executor.bundle=3")]) == 0
+    return base
+
+
+def test_bundled_evals_write_what_their_solo_nodes_write(evals: Path) -> None:
+    """Bit for bit: every output file and value, each seed's MLflow run and its metrics (the
+    system metrics of the process aside)."""
+    clients = {k: MlflowClient(f"sqlite:///{evals / k}/mlflow.db") for k in ("solo", "bundled")}
+    for stage in EVALS:
+        for seed in SEEDS:
+            name = f"{stage}/a_softmax/seed{seed}"
+            mine, theirs = node(evals / "bundled", name), node(evals / "solo", name)
+            assert mine.name == theirs.name  # the same fingerprint: the same node
+            rec, solo_rec = record(evals / "bundled", name), record(evals / "solo", name)
+            assert rec["bundle"]["size"] == 3 and rec["bundle"]["seeds"] == SEEDS
+            assert "bundle" not in solo_rec and rec.keys() - solo_rec.keys() == {"bundle"}
+            text = json.dumps(rec["outputs"], sort_keys=True)
+            assert text.replace(str(evals / "bundled"), str(evals / "solo")) == json.dumps(
+                solo_rec["outputs"], sort_keys=True
+            )  # the same values, each file in its own node's folder
+            files = sorted(p.name for p in theirs.iterdir() if p.suffix in (".csv", ".json"))
+            assert len(files) > 1
+            for file in files:  # outputs; config.yaml names its output folder
+                if file != "done.json":
+                    assert (mine / file).read_bytes() == (theirs / file).read_bytes(), file
+            run = clients["bundled"].get_run(rec["run_id"])
+            solo_run = clients["solo"].get_run(solo_rec["run_id"])
+            assert run.info.status == "FINISHED" and run.data.tags["seed"] == str(seed)
+            values = {k: v for k, v in run.data.metrics.items() if not k.startswith("system/")}
+            assert values and values == {k: solo_run.data.metrics[k] for k in values}
+
+
+def test_a_bundle_waits_for_its_seeds_inputs_and_goes_on_without_blocked_ones(
+    tmp_path: Path,
+) -> None:
+    """in_order: an eval bundle placed where its first seed stood moves after its last seed's
+    input (the in-process executor runs in this order); blocked_nodes: a seed whose input
+    failed is blocked, the bundle goes on with the others."""
+
+    def job(stage: str, seed: int, inputs: tuple[str, ...] = ()) -> NodeJob:
+        return NodeJob(f"{stage}/a/seed{seed}", stage, stage, False, False, "a", seed, "", "",
+                       str(tmp_path), {i: str(tmp_path) for i in inputs})  # fmt: skip
+
+    sft = [job("sft", s) for s in SEEDS]
+    evals_ = [job("eval_niah", s, (sft[s].name,)) for s in SEEDS]
+    bundle = BundleJob(evals_, str(tmp_path))
+    ordered = in_order([sft[0], bundle, sft[1], sft[2]])
+    assert [u.name for u in ordered] == [*(s.name for s in sft), "eval_niah/a/seeds0-2"]
+    states = {sft[0].name: "done", sft[1].name: "failed", sft[2].name: "done"}
+    assert blocked_nodes(bundle, states) == ({evals_[1].name: "blocked"}, False)
+    assert bundle.seeds == [0, 2] and set(bundle.input_dirs) == {sft[0].name, sft[2].name}
+    states[sft[0].name] = "failed"
+    assert blocked_nodes(bundle, states) == ({evals_[0].name: "blocked"}, False)
+    states[sft[2].name] = "blocked"
+    assert blocked_nodes(bundle, states) == ({evals_[2].name: "blocked"}, True)
+
+
 def test_no_fingerprint_reads_the_bundle_code() -> None:
     """A bundle moves no node's fingerprint: the code of a stage it trains (which the node's
     fingerprint hashes) reaches none of the bundle's modules, which a solo node never runs.
@@ -280,6 +363,5 @@ def test_a_bundle_stands_after_its_seeds_inputs_and_goes_on_without_a_blocked_se
         assert sorted(named) == sorted(want)
     switch = next(u for u in units if u.name.startswith(f"switch/{F}"))
     states = {"pretrain/a_softmax/seed1": "failed"}
-    assert not block(switch, states)
-    assert switch.seeds == [0, 2] and states == {**states, f"switch/{F}/seed1": "blocked"}
-    assert "pretrain/a_softmax/seed1" not in switch.input_dirs
+    assert blocked_nodes(switch, states) == ({f"switch/{F}/seed1": "blocked"}, False)
+    assert switch.seeds == [0, 2] and "pretrain/a_softmax/seed1" not in switch.input_dirs

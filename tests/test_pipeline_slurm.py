@@ -203,13 +203,13 @@ def test_status_without_slurm_shows_what_is_on_disk(
 
 
 def test_failed_node_blocks_its_dependants(
-    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, capsys
 ) -> None:
     out = tmp_path_factory.mktemp("slurm-fail")
     # Planning passes, the SFT job raises in SLURM (tests.faults.FailSFT; a setting that made
     # SFT fail there, one SFT example, is refused at planning since 2026-11-29).
     fail_sft = "trainer.callbacks=[{_target_:tests.faults.FailSFT}]"
-    overrides = smoke(out, out / "cache", B_ONLY, fail_sft, "tracking.mode=offline")
+    overrides = smoke(out, shared_cache, B_ONLY, fail_sft, "tracking.mode=offline")
     assert main(["run", *overrides, "--wait"]) == 1
     capsys.readouterr()
     assert main(["status", *overrides]) == 1
@@ -248,7 +248,7 @@ def test_failed_node_blocks_its_dependants(
 
 
 def test_a_job_killed_on_the_cluster_leaves_no_run_running(
-    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, capsys
 ) -> None:
     """A node's job killed on the cluster (scancel --signal=KILL: its processes die at once,
     nothing ends its MLflow run) while the pipeline runs there; the next run closes that run in
@@ -259,7 +259,7 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
     out = tmp_path_factory.mktemp("slurm-killed")
     # the pretraining and the SFT that reads it: a killed node and what is left after it (the
     # whole DAG on SLURM: test_client_submits_and_returns)
-    overrides = smoke(out, out / "cache", B_ONLY, "pipeline.targets=[sft]")
+    overrides = smoke(out, shared_cache, B_ONLY, "pipeline.targets=[sft]")
     assert main(["run", *overrides, HOLD]) == 0  # submitted; held after step 3 till killed
     cfg, _ = plan(overrides)
     target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()
@@ -291,7 +291,7 @@ def test_a_job_killed_on_the_cluster_leaves_no_run_running(
 
 
 def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
-    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, capsys
+    slurm_cluster, tmp_path_factory: pytest.TempPathFactory, shared_cache: Path, capsys
 ) -> None:
     """The compute node's slurmd killed (SIGKILL) while a pipeline trains there: the job's
     processes live on unheard, slurmctld marks the node DOWN after SlurmdTimeout and requeues
@@ -302,7 +302,7 @@ def test_a_node_whose_slurmd_died_mid_run_is_recovered_by_the_next_run(
 
     out = tmp_path_factory.mktemp("slurm-slurmd")
     # the pretraining alone (and the closing job): what follows it is the other tests' work
-    overrides = smoke(out, out / "cache", B_ONLY, "pipeline.targets=[pretrain]")
+    overrides = smoke(out, shared_cache, B_ONLY, "pipeline.targets=[pretrain]")
     assert main(["run", *overrides, HOLD]) == 0  # a requeued try (same folder) trains on
     cfg, _ = plan(overrides)
     target = next(n["job_id"] for n in read_book(cfg)["nodes"].values()

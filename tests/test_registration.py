@@ -14,7 +14,7 @@ import pytest
 from ssmax.registration import judge, power
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import planned, record_path
-from ssmax.registration.spec import REGISTRATION, ROOT, load
+from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
 from ssmax.report.claims import claims
 from ssmax.report.gather import Results, Settings
 
@@ -116,28 +116,35 @@ def test_a_checkout_at_another_commit_is_refused(tmp_path: Path) -> None:
 COLUMNS = (*TINY_COLUMNS, "p_n log fit R²")
 
 
-def hand_made(tmp_path: Path, seeds: list[int], commit: str = "c" * 40) -> Path:
-    """A registration over `seeds` (code_commit c...c) and a record for each: (b) above (a)
-    in NIAH by 0.3 in every seed, everything else equal up to seed noise."""
-    data = json.loads(REGISTRATION.read_text())
+def hand_made(tmp_path: Path, seeds: list[int], commit: str = "c" * 40,
+              source: Path = REGISTRATION, lead: str = "b_ssmax") -> Path:  # fmt: skip
+    """A registration like source over `seeds` (code_commit c...c) and a record for each:
+    `lead` above every other variant in NIAH by 0.3 in every seed, everything else equal up to
+    seed noise."""
+    data = json.loads(source.read_text())
     data |= {"code_commit": "c" * 40, "seeds": seeds, "spares": [], "runs": {"cpu": {}}}
     path = tmp_path / "registration" / "hand.json"
     path.parent.mkdir()
     path.write_text(json.dumps(data))
     reg = load(path)
     for seed in seeds:
-        noise = (seed * 37 % 11) / 100
-        lead = {"b_ssmax": 0.3}  # in NIAH only
-        results = {v: {c: {str(seed): 1.0 + noise + (lead.get(v, 0.0) if "niah" in c else 0.0)}
-                       for c in TINY_COLUMNS}
-                   for v in reg.variants if v != "pn_rationale"}  # fmt: skip
-        results["pn_rationale"] = {"p_n log fit R²": {str(seed): 0.5 + noise}}
-        rec = {"run": {"preset": "tiny", "seeds": [seed], "train_len": 128, "cpu": "hand"},
-               "seed": seed, "wall_s": 60.0, "results": results,
-               "nodes": {f"pretrain/a_softmax/seed{seed}": {"git_commit": commit}}}  # fmt: skip
-        record_path(reg, "cpu", seed).parent.mkdir(parents=True, exist_ok=True)
-        record_path(reg, "cpu", seed).write_text(json.dumps(rec))
+        hand_record(reg, "cpu", seed, commit, lead)
     return path
+
+
+def hand_record(reg: Registration, run: str, seed: int, commit: str, lead: str) -> None:
+    """hand_made's record of one seed of one run."""
+    noise = (seed * 37 % 11) / 100
+    results = {v: {c: {str(seed): 1.0 + noise + (0.3 if v == lead and "niah" in c else 0.0)}
+                   for c in TINY_COLUMNS}
+               for v in reg.variants if v != "pn_rationale"}  # fmt: skip
+    if "pn_rationale" in reg.variants:
+        results["pn_rationale"] = {"p_n log fit R²": {str(seed): 0.5 + noise}}
+    rec = {"run": {"preset": "tiny", "seeds": [seed], "train_len": 128, "cpu": "hand"},
+           "seed": seed, "wall_s": 60.0, "results": results,
+           "nodes": {f"pretrain/a_softmax/seed{seed}": {"git_commit": commit}}}  # fmt: skip
+    record_path(reg, run, seed).parent.mkdir(parents=True, exist_ok=True)
+    record_path(reg, run, seed).write_text(json.dumps(rec))
 
 
 def committed_as_is(monkeypatch: pytest.MonkeyPatch) -> None:

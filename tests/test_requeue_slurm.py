@@ -28,7 +28,7 @@ from tests.slurm_fixtures import SlurmCluster
 
 pytestmark = pytest.mark.slurm
 
-STEPS = 200
+STEPS = 40  # past every hold (HOLDS): steps trained after each resume, compared bit for bit
 SETTINGS = [
     "preset=smoke", "pipeline.variants=[a_softmax]", f"trainer.pretrain.max_steps={STEPS}",
     "trainer.checkpoint_every_n_steps=100000",  # only the signal's checkpoint to resume from
@@ -38,9 +38,11 @@ SETTINGS = [
 # timeout_min <= 10: submitit counts the signal as a time-out (not a preemption). SLURM sends it
 # signal_delay_s before the limit, checking limits only every half minute or so; a fixed limit
 # let it land during a slow start-up (seen: 45 s after the start, before training). So the job
-# starts with 10 min, training holds at a step, and only then is the limit cut to about a
-# minute ahead (time_out_when_held): the signal lands mid-training however fast the machine.
-TIMEOUT = ["executor.timeout_min=10", "executor.signal_delay_s=60", "executor.max_requeues=8"]
+# starts with 10 min, training holds at a step, and only then is the limit cut to 1-2 min ahead
+# (time_out_when_held): the signal lands mid-training however fast the machine. 120 s: the cut
+# limit is less than 2 min ahead, so the signal is due at once (at SLURM's next check of limits)
+# rather than up to a minute later (60 s), and the job has a minute's limit left to requeue.
+TIMEOUT = ["executor.timeout_min=10", "executor.signal_delay_s=120", "executor.max_requeues=8"]
 DEADLINE_S = 600.0
 
 
@@ -107,7 +109,7 @@ def time_out_when_held(
     minute or two; once it has been requeued, give the rest of the run its 10 minutes back."""
     wait_until(f"job {sjob.job_id} to hold training", held_marker(job.dir, HOLDS[name]).exists)
     ran = minutes(cluster.run("squeue", "-h", "-j", sjob.job_id, "-o", "%M").strip())
-    limit = math.ceil(ran) + 1  # the signal is due at limit - 60 s: now, or within a minute
+    limit = math.ceil(ran) + 1  # 1-2 min ahead: the signal (limit - 120 s) is due now
     cluster.run("scontrol", "update", f"JobId={sjob.job_id}", f"TimeLimit={limit}")
     wait_until(f"job {sjob.job_id} to be requeued at the signal", lambda: requeues(job))
     # check=False: a job that has finished already needs no more time

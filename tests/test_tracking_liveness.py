@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ssmax.tracking import close_dead, default_store
 from ssmax.tracking.client import Client
 from ssmax.tracking.liveness import (
@@ -100,6 +102,7 @@ def pipeline(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess
                           env=os.environ | {"PYTHONPATH": str(ROOT)})  # fmt: skip
 
 
+@pytest.mark.slow  # two pipeline processes, ~16 s: with the slow modules, not last in the queue
 def test_a_killed_pipeline_s_runs_are_closed_by_the_next(tmp_path: Path, shared_cache: Path):
     killed = pipeline(
         tmp_path, shared_cache, "trainer.callbacks=[{_target_:tests.faults.KillAt,step:3}]"

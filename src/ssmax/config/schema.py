@@ -324,7 +324,8 @@ class ExecutorConfig:
     snapshot: bool = False  # local, slurm: the nodes import a copy of src/ and conf/ made at start
     # K > 1: up to K seeds of a variant's pretraining from scratch as one job
     # (ssmax.pipeline.bundle). Pays on a GPU, where a solo step is kernel launches, not on a
-    # CPU (measured slower there: docs/training.md, "Seeds bundled")
+    # CPU (measured slower there: docs/training.md, "Seeds bundled"). Its evals too, one
+    # after another in one process (ssmax.pipeline.bundle_evals)
     bundle: int = rule(0, ge=0)  # inprocess, local: seeds a job (0 or 1: each node alone)
     partition: str | None = None  # profile: the SLURM partition (null: no profile given)
     account: str | None = None  # profile: --account

@@ -5,11 +5,12 @@ variant whose configs are equal but for the seed are grouped, up to K at a time 
 into a BundleJob that an executor runs as one unit (ssmax.pipeline.bundle_run.execute_bundle:
 one ssmax.lit.bundle.BundleRun for all, each seed from its own inputs' weights and data
 position, then each seed's node folder, MLflow run and done record as its solo node writes
-them). A node stays solo where a bundle would not train it as its solo run does (why_solo), and
-a group of one is a solo node. Nothing here changes a node: its fingerprint, folder and record
-name are the planned ones, so a node cached stays cached whichever way it was made. A bundle
-waits for every member's inputs (in_order puts it after them); an input that failed blocks its
-own seed, and the bundle goes on without it (block).
+them). A node
+stays solo where a bundle would not train it as its solo run does (why_solo), and a group of one
+is a solo node. The eval nodes (EVALS) are grouped the same way and evaluated seed after seed
+in one process (ssmax.pipeline.bundle_evals), once all their inputs are finished. Nothing here
+changes a node: its fingerprint, folder and record name are the planned ones, so a node cached
+stays cached whichever way it was made.
 
 "Equal but for the seed" is checked twice: the node's composed config without the keys that
 name its seed (seed, paths.run_dir, run_name), and its fingerprint recomputed with seed 0
@@ -19,7 +20,7 @@ name its seed (seed, paths.run_dir, run_name), and its fingerprint recomputed wi
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from ssmax.stages.spec import stage_spec
 
 BUNDLED = ("pretrain", "switch", "sft")  # stage modules whose nodes a bundle trains
 CORPUS = ("pretrain", "switch")  # of those, the ones that train on the pretraining corpus
+EVALS = ("eval_loss", "eval_niah")  # ... evaluates, seed after seed (ssmax.pipeline.bundle_evals)
 PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle's
 SEED_KEYS = ("seed", "paths.run_dir", "run_name")  # a node's config keys that name its seed
 
@@ -46,7 +48,11 @@ class BundleJob:
     dir: str  # its checkpoints' folder (ssmax.pipeline.bundle_run)
     threads: int | None = None
     inline: bool = False
-    input_dirs: dict[str, str] = field(default_factory=dict)  # from scratch: none
+
+    @property
+    def input_dirs(self) -> dict[str, str]:
+        """Its members' inputs, all (it starts once they are finished); from scratch: none."""
+        return {k: v for m in self.members for k, v in m.input_dirs.items()}
 
     @property
     def seeds(self) -> list[int]:
@@ -130,18 +136,18 @@ def bundle_dir(output_dir: str | Path, job: NodeJob, seedless: str) -> Path:
 
 def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | BundleJob]:
     """The jobs with the to-run nodes that go together (above) replaced by BundleJobs of up to
-    executor.bundle nodes, each where its first member stood, then moved after its members'
-    inputs (in_order: inputs still come first)."""
+    executor.bundle nodes (chunk), each where its first member stood, or later where its
+    members' inputs come later (in_order: inputs still come first)."""
     size = int(cfg.executor.bundle)
     if size <= 1:
         return list(jobs)
     groups: dict[tuple[str, ...], list[NodeJob]] = {}
     folders: dict[tuple[str, ...], Path] = {}
     for job in jobs:
-        if job.module not in BUNDLED or job.done is not None:
+        if job.module not in (*BUNDLED, *EVALS) or job.done is not None:
             continue
         node_cfg = OmegaConf.create(job.cfg_yaml)
-        why = why_solo(job, node_cfg)
+        why = why_solo(job, node_cfg) if job.module in BUNDLED else None
         if why:
             log(f"solo    {job.name}: not bundled, {why}")
             continue
@@ -153,11 +159,12 @@ def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | Bu
     first: dict[str, BundleJob] = {}
     inside: set[str] = set()
     for key, members in groups.items():
-        for i in range(0, len(members), size):
-            chunk = members[i : i + size]
-            if len(chunk) > 1:
-                first[chunk[0].name] = BundleJob(chunk, str(folders[key]), input_dirs=inputs(chunk))
-                inside.update(m.name for m in chunk)
+        step = chunk(size, len(members), key[1], cfg)
+        for i in range(0, len(members), step):
+            part = members[i : i + step]
+            if len(part) > 1:
+                first[part[0].name] = BundleJob(part, str(folders[key]))
+                inside.update(m.name for m in part)
     out: list[NodeJob | BundleJob] = []
     for job in jobs:
         if job.name in first:
@@ -167,49 +174,57 @@ def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | Bu
     return in_order(out)
 
 
-def inputs(members: list[NodeJob]) -> dict[str, str]:
-    """A bundle's inputs: every member's (its own seed's upstream nodes)."""
-    return {name: folder for m in members for name, folder in m.input_dirs.items()}
-
-
 def in_order(units: list[NodeJob | BundleJob]) -> list[NodeJob | BundleJob]:
-    """The units in the given order but each after the units holding its inputs: a bundle
-    stands where its first member stood, and the DAG lists seed by seed, so another member's
-    input (switch/f/seeds0-2 reads pretrain/a/seed2) may stand after it."""
-    owner = {n.name: i for i, unit in enumerate(units) for n in nodes_of(unit)}
-    placed: set[int] = set()
+    """The units in their order, except that one whose inputs come later (a bundle of seeds
+    whose later seeds' inputs do) waits for them, and its dependants with it: the in-process
+    executor runs them in this order."""
+    planned = {n.name for u in units for n in nodes_of(u)}
     out: list[NodeJob | BundleJob] = []
+    placed: set[str] = set()
+    waiting: list[NodeJob | BundleJob] = []
 
-    def place(i: int) -> None:  # depth-first: a chain's length deep
-        if i in placed:
-            return
-        placed.add(i)
-        for name in units[i].input_dirs:
-            if name in owner:
-                place(owner[name])
-        out.append(units[i])
+    def ready(unit: NodeJob | BundleJob) -> bool:
+        return all(i in placed or i not in planned for i in unit.input_dirs)
 
-    for i in range(len(units)):
-        place(i)
-    return out
+    def place(unit: NodeJob | BundleJob) -> None:
+        out.append(unit)
+        placed.update(n.name for n in nodes_of(unit))
+        while now := [w for w in waiting if ready(w)]:  # those it let go, in their order
+            for w in now:
+                waiting.remove(w)
+                out.append(w)
+                placed.update(n.name for n in nodes_of(w))
+
+    for unit in units:
+        if ready(unit):
+            place(unit)
+        else:
+            waiting.append(unit)
+    return out + waiting  # none left waiting: every input is planned before its node
+
+
+def chunk(size: int, count: int, module: str, cfg: DictConfig) -> int:
+    """Seeds a bundle of a group of `count` nodes takes: executor.bundle; for evals under the
+    local executor no more than leaves each worker a bundle (evaluated one after another, a
+    bundle of K seeds would put K workers' nodes side by side into one process)."""
+    if module not in EVALS or cfg.executor.kind != "local":
+        return size
+    return max(1, min(size, -(-count // int(cfg.executor.workers))))
 
 
 def nodes_of(job: NodeJob | BundleJob) -> list[NodeJob]:
     return job.members if isinstance(job, BundleJob) else [job]
 
 
-def block(job: NodeJob | BundleJob, states: dict[str, str]) -> bool:
-    """Mark `blocked` in states each node of job whose input failed or was blocked, as a solo
-    node is; a bundle goes on without those seeds (the others run as their solo nodes would).
-    True: nothing of the job is left to run."""
-    stuck = [n for n in nodes_of(job) if any(states.get(i) in ("failed", "blocked")
-                                              for i in n.input_dirs)]  # fmt: skip
-    states |= {n.name: "blocked" for n in stuck}
-    whole = len(stuck) == len(nodes_of(job))
-    if isinstance(job, BundleJob) and stuck and not whole:
-        job.members = [m for m in job.members if m not in stuck]
-        job.input_dirs = inputs(job.members)
-    return whole
+def blocked_nodes(job: NodeJob | BundleJob, states: dict[str, str]) -> tuple[dict[str, str], bool]:
+    """The job's nodes an input of which failed or was blocked, as blocked, and whether that is
+    the whole job; a bundle goes on without the others (taken out of its members)."""
+    cut = {n.name: "blocked" for n in nodes_of(job)
+           if any(states.get(i) in ("failed", "blocked") for i in n.input_dirs)}  # fmt: skip
+    whole = len(cut) == len(nodes_of(job))
+    if cut and not whole and isinstance(job, BundleJob):
+        job.members = [m for m in job.members if m.name not in cut]
+    return cut, whole
 
 
 def settle(job: NodeJob | BundleJob, state: str) -> dict[str, str]:

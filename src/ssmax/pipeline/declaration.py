@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from ssmax.config.variants import facts
 
 PIPELINES_DIR = Path(__file__).resolve().parents[3] / "pipelines"
-START = "start"  # in chain and report.reads: the variant's first node
+START = "start"  # in chain and `report: reads`: the variant's first node
 OPTIONAL = {"export"}  # keys a declaration may leave out
 
 

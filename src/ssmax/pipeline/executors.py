@@ -26,7 +26,16 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError
-from ssmax.pipeline.bundle import BundleJob, block, bundled, nodes_of, settle, time_limit
+from ssmax.pipeline.bundle import (
+    EVALS,
+    BundleJob,
+    blocked_nodes,
+    bundled,
+    nodes_of,
+    settle,
+    time_limit,
+)
+from ssmax.pipeline.bundle_evals import execute_evals
 from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
@@ -41,6 +50,7 @@ Log = Callable[[str], None]
 FINISHED = ("cached", "done")
 # what a worker runs for a bundle beyond its stage's code (preloaded by the forkserver)
 BUNDLE_MODULES = ["ssmax.pipeline.bundle_run", "ssmax.lit.bundle"]
+EVAL_BUNDLES = ["ssmax.pipeline.bundle_evals"]  # ... and for evals (no Lightning)
 IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns
 
 
@@ -59,6 +69,8 @@ Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bun
 
 def execute(job: Job) -> dict[str, Any]:
     """Run a node (its done record) or a bundle ({"wall_s", "records": node -> record})."""
+    if isinstance(job, BundleJob) and job.module in EVALS:
+        return execute_evals(job)
     if isinstance(job, BundleJob):
         # lazy: Lightning and the bundle's training, only where a bundle runs (a worker)
         from ssmax.pipeline.bundle_run import execute_bundle
@@ -78,11 +90,11 @@ def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun)
     _adopt(jobs, parent)
     states: dict[str, str] = {}
     for job in jobs:  # inputs come first
+        cut, whole = blocked_nodes(job, states)  # a bundle goes on without its blocked seeds
+        states |= cut
         if job.done is not None:
             states[job.name] = "cached"
-        elif block(job, states):  # its nodes blocked; a bundle: it goes on without those
-            continue
-        else:
+        elif not whole:
             log(f"run     {job.name}")
             try:
                 record = execute(job)
@@ -108,7 +120,8 @@ def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> 
     context = multiprocessing.get_context("forkserver")
     todo = {job.module for job in jobs if job.done is None and not job.inline}
     frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
-    extra = BUNDLE_MODULES if any(isinstance(j, BundleJob) for j in jobs) else []
+    evals = {j.module in EVALS for j in jobs if isinstance(j, BundleJob)}  # bundles' kinds
+    extra = (BUNDLE_MODULES if False in evals else []) + (EVAL_BUNDLES if True in evals else [])
     with _imports_from(frozen):
         if todo:  # the server imports while this process opens the MLflow run, orders nodes
             _serve(context, preload(todo) + extra, frozen)
@@ -133,11 +146,12 @@ def _schedule(
     try:
         while pending or running:
             for job in list(pending):
-                if block(job, states):  # its nodes blocked; a bundle: it goes on without those
-                    pending.remove(job)
-                    continue
+                cut, whole = blocked_nodes(job, states)  # a bundle goes on without those
+                states |= cut
                 ready = all(states.get(i) in FINISHED for i in job.input_dirs)
-                if ready and job.inline:
+                if whole:
+                    pending.remove(job)
+                elif ready and job.inline:
                     pending.remove(job)  # no worker to start
                     states |= run_inprocess([job], cfg, log, parent)
                 elif ready and len(running) < workers:

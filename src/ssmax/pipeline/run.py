@@ -191,8 +191,9 @@ def _job(
     )  # fmt: skip
 
 
-def execute_node(job: NodeJob) -> dict[str, Any]:
-    """Run one node and write its done-marker; returns the done record.
+def execute_node(job: NodeJob, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one node and write its done-marker; returns the done record (extra: more of it,
+    a bundled seed's `bundle`).
 
     When several processes run the node (DDP: one SLURM task per device), each runs the stage
     (training needs them all) but only global rank 0 writes: the node folder, the MLflow run,
@@ -220,7 +221,7 @@ def execute_node(job: NodeJob) -> dict[str, Any]:
     if monitor:
         monitor.stop()
     return close_node(job, cfg, outputs, outputs.get("run_id", run_id),
-                      time.perf_counter() - start, rank0)  # fmt: skip
+                      time.perf_counter() - start, rank0, extra)  # fmt: skip
 
 
 def pin_process(cfg: DictConfig, threads: int | None) -> None:

@@ -1,16 +1,21 @@
-"""A registered run judged against its registration: docs/confirmatory.md, generated.
+"""A registered run judged against its registration: docs/confirmatory.md (docs/arms.md, ...),
+generated.
 
     python -m ssmax.registration.judge           # rewrite docs/confirmatory.md from the records
     python -m ssmax.registration.judge --check   # exit 1 where the page and the records disagree
+    python -m ssmax.registration.judge --registration docs/registration/arms-2026-11-29.json
 
-The page says how far the run is (seeds recorded, failed, to go), every seed's values and
-whether each seed's variants formed the skill at the training length (the registration's
-validity criterion). Only once every planned seed is recorded does it compute the verdicts,
-by the claims' rule (report.claims), and call them confirmatory only where the run matches
-its registration (conformity: seeds, variants, preset, every node's commit, the registration
-unchanged since it was committed); otherwise it names what differs and calls them
-exploratory. Before that it computes no verdict, p-value or interval (the registration's
-conduct: no interim look).
+The page (Registration.page: docs/<name less its date>.md) says how far the run is (seeds
+recorded, failed, to go), every seed's values and whether each seed's variants formed the
+skill at the training length (the registration's validity criterion); where the registration
+has design seeds, their values and its design criterion per law first (reported, deciding
+nothing). Only once every planned seed is recorded does it compute the verdicts of the
+registered families, by the claims' rule (registration.families: the paper's, or the rivals'
+and the leaderboard), and call them confirmatory only where the run matches its registration
+(conformity: seeds, variants, preset, every node's commit, the registration unchanged since it
+was committed, the code's families the registered ones); otherwise it names what differs and
+calls them exploratory. Before that it computes no verdict, p-value or interval (the
+registration's conduct: no interim look).
 """
 
 from __future__ import annotations
@@ -23,17 +28,18 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ssmax.config.variants import ordered
+from ssmax.config.variants import facts, ordered
 from ssmax.files.atomic import atomic_write_text
+from ssmax.registration import families
 from ssmax.registration.run import planned
-from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
-from ssmax.report.claims import Claim, claims
+from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
+from ssmax.report.claims import Claim
 from ssmax.report.gather import Results, Settings, Table
 from ssmax.report.published_file import counts, letter
 from ssmax.report.render import _md_table, family_text, ordering_text
 
-PAGE = ROOT / "docs" / "confirmatory.md"
-# the registration's validity criterion (its "validity"): NIAH accuracy at 1x >= 0.5
+# the registration's validity criterion (its "validity"): NIAH accuracy at 1x >= 0.5; the arms'
+# design criterion, the mean of its design seeds, has the same bound (preset.design.falls_below)
 SKILL, SKILL_AT_LEAST = "niah @1x", 0.5
 SHOWN = ("pretrain val loss", "loss @5x", "loss @10x", "loss @20x", "niah @1x", "niah past 1x",
          "needle top mean", "p_n log fit R²")  # fmt: skip
@@ -132,37 +138,113 @@ def invalid_seeds(run: Run) -> list[int]:
     return sorted({s for s in run.records for v in table if valid(table, s, v) is False})
 
 
-def judged(run: Run, leave_out: tuple[int, ...] = ()) -> list[Claim]:
+def results_of(run: Run, leave_out: tuple[int, ...] = ()) -> Results:
     table = {v: {m: {s: x for s, x in by.items() if s not in leave_out} for m, by in ms.items()}
              for v, ms in run.table().items()}  # fmt: skip
     seeds = sorted(set(run.records) - set(leave_out))
     train_len = run.records[seeds[0]]["run"]["train_len"]
-    return claims(Results(Settings(run.reg.preset, seeds, train_len), {}, table=table))
+    return Results(Settings(run.reg.preset, seeds, train_len), {}, table=table)
+
+
+def judged(run: Run, leave_out: tuple[int, ...] = ()) -> list[Claim]:
+    """The registered families' claims over the run's seeds but leave_out, by the rule."""
+    return families.judge(run.reg, results_of(run, leave_out))
+
+
+def told(reg: Registration, checked: list[Claim]) -> str:
+    """The verdicts in a line: the paper's as counts of its claims, the others per family."""
+    if families.is_paper(reg):
+        return counts([c.verdict for c in checked])
+    return families.summary(checked)
 
 
 def verdict_section(run: Run) -> list[str]:
-    differs = conformity(run)
-    kind = "exploratory (it does not match its registration)" if differs else "confirmatory"
     checked = judged(run)
-    out = [f"**Verdicts ({kind}): {counts([c.verdict for c in checked])}** (of {len(checked)}), "
+    differs = conformity(run) + families.differs(run.reg, checked)
+    kind = "exploratory (it does not match its registration)" if differs else "confirmatory"
+    paper = families.is_paper(run.reg)
+    of = f" (of {len(checked)})" if paper else ""
+    out = [f"**Verdicts ({kind}): {told(run.reg, checked)}**{of}, "
            f"computed by the rule the registration states."]  # fmt: skip
     out += [f"- differs from the registration: {d}" for d in differs]
     bad = invalid_seeds(run)
     if bad:
         without = judged(run, tuple(bad))
         out.append(f"Without the seeds where a variant did not form the skill ({bad}), as "
-                   f"information only: {counts([c.verdict for c in without])}.")  # fmt: skip
+                   f"information only: {told(run.reg, without)}.")  # fmt: skip
+    if not paper:
+        return [*out, *families.tables(run.reg, checked, results_of(run))]
     rows = [[c.text, family_text(c), f"**{c.verdict}**",
              " · ".join(ordering_text(k) for k in c.checks) or c.value]
             for c in checked]  # fmt: skip
     return [*out, "", *_md_table(["claim (paper)", "family", "verdict", "orderings"], rows)]
 
 
+def machines(run: Run) -> str:
+    names = sorted({rec["run"]["cpu"] for rec in run.records.values()})
+    minutes = statistics.fmean(rec["wall_s"] for rec in run.records.values()) / 60
+    return f"Machines: {', '.join(names)}; {minutes:.1f} min a seed on average."
+
+
+def trained_elsewhere(run: Run) -> list[str]:
+    """The letters of the run's variants that train nothing of their own (their sft node is
+    another variant's: facts.inherit)."""
+    return [letter(v) for v in ordered(list(run.table())) if "sft" in facts(v).inherit]
+
+
+def design_section(reg: Registration) -> list[str]:
+    """The design seeds: how far, each seed's values and NIAH at 1x, and once every design seed
+    is in, the design criterion per law (its mean >= SKILL_AT_LEAST): reported, deciding
+    nothing."""
+    run = gather(reg, DESIGN)
+    done, table = sorted(run.records), run.table()
+    out = ["", "## Design seeds", "",
+           f"{len(done)} of {len(run.planned)} design seeds recorded "
+           f"({', '.join(map(str, done)) or 'none yet'}); failed twice: "
+           f"{', '.join(map(str, sorted(run.failed))) or 'none'}. They run first, at the "
+           f"registered commit; the design criterion, every law retrieves at the training length "
+           f"(mean {SKILL} over the design seeds >= {SKILL_AT_LEAST}), is reported per law and "
+           "decides nothing: no law's settings change whatever it shows."]  # fmt: skip
+    if not done:
+        return out
+    commits = sorted({n["git_commit"] for r in run.records.values() for n in r["nodes"].values()})
+    ran = "the registered commit" if commits == [reg.code_commit] else (
+        f"{', '.join(c[:7] for c in commits)}, not {reg.code_commit[:7]}")  # fmt: skip
+    out += [machines(run), f"Every node ran {ran}."]
+    rows = []
+    for v in ordered(list(table)):
+        by = table[v].get(SKILL, {})
+        if not by:
+            continue
+        mean = statistics.fmean(by.values()) if run.complete else None
+        crit = "-" if mean is None else ("yes" if mean >= SKILL_AT_LEAST else "**no**")
+        rows.append([letter(v), *(f"{by[s]:.3f}" if s in by else "-" for s in done),
+                     "-" if mean is None else f"{mean:.3f}", crit])  # fmt: skip
+    seeds = [f"seed {s}" for s in done]
+    return [*out, "", *_md_table(["variant", *seeds, "mean", "retrieves at N"], rows), "",
+            "Every design seed's values:", "",
+            *_md_table(["variant", "metric", *seeds], seed_rows(run))]  # fmt: skip
+
+
+def _shown(path: Path) -> str:
+    """The path from the repository's root, however it was given (the page says the same)."""
+    full = path.resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
+
+
+def given(reg: Registration, how: str = " --registration ") -> str:
+    """How a command names the registration: nothing for the default one."""
+    return "" if reg.path.resolve() == REGISTRATION.resolve() else f"{how}{_shown(reg.path)}"
+
+
 def page(reg: Registration) -> str:
-    out = [f"# The confirmatory run: {reg.name}", "",
+    out = [f"# The {reg.page.stem} run: {reg.name}", "",
            "Generated from the seed records in docs/results/"
-           f"{reg.name}/ by `python -m ssmax.registration.judge` (`make confirm-page`); the "
-           f"registration: [registration/{reg.name}.md](registration/{reg.name}.md)."]  # fmt: skip
+           f"{reg.name}/ by `python -m ssmax.registration.judge{given(reg)}` (`make confirm-page"
+           f"{given(reg, ' REGISTRATION=')}`); the registration: [registration/{reg.name}.md]"
+           f"(registration/{reg.name}.md)."]  # fmt: skip
+    if reg.design_seeds:
+        out += design_section(reg)
     for name in reg.runs:
         run = gather(reg, name)
         done = sorted(run.records)
@@ -172,15 +254,17 @@ def page(reg: Registration) -> str:
                 f"{', '.join(map(str, sorted(run.failed))) or 'none'}."]  # fmt: skip
         if not done:
             continue
-        machines = sorted({rec["run"]["cpu"] for rec in run.records.values()})
-        minutes = statistics.fmean(rec["wall_s"] for rec in run.records.values()) / 60
-        out.append(f"Machines: {', '.join(machines)}; {minutes:.1f} min a seed on average.")
+        out.append(machines(run))
         if run.complete:
             out += ["", *verdict_section(run)]
         else:
             out += ["", "Interim: no verdict, p-value or interval is computed before every "
                     "planned seed is in (the registration's conduct)."]  # fmt: skip
         seeds = [f"seed {s}" for s in done]
+        if elsewhere := trained_elsewhere(run):
+            out += ["", f"{', '.join(elsewhere)} train nothing of their own: their rows are "
+                    "their law evaluated on the weights they start from, checked per seed and "
+                    "variant as the registration words validity."]  # fmt: skip
         out += ["", f"Skill formed at the training length ({SKILL} >= {SKILL_AT_LEAST}):", "",
                 *_md_table(["variant", *seeds], validity_rows(run)), "",
                 "Every seed's values:", "",
@@ -195,15 +279,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     args = parser.parse_args(argv)
     reg = load(args.registration)
-    text = page(reg)
+    text, out = page(reg), reg.page
     if args.check:
-        if not PAGE.is_file() or PAGE.read_text() != text:
-            print(f"{PAGE.relative_to(ROOT)} is stale: run python -m ssmax.registration.judge")
+        if not out.is_file() or out.read_text() != text:
+            print(f"{_shown(out)} is stale: run python -m ssmax.registration.judge{given(reg)}")
             return 1
-        print(f"{PAGE.relative_to(ROOT)} is up to date")
+        print(f"{_shown(out)} is up to date")
         return 0
-    atomic_write_text(PAGE, text)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+    atomic_write_text(out, text)
+    print(f"wrote {_shown(out)}")
     return 0
 
 

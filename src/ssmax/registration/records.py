@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ssmax.registration.spec import Registration
+from ssmax.registration.spec import DESIGN, Registration
 
 
 def record_path(reg: Registration, run: str, seed: int, failed: bool = False) -> Path:
@@ -19,7 +19,10 @@ def record_path(reg: Registration, run: str, seed: int, failed: bool = False) ->
 
 def planned(reg: Registration, run: str) -> list[int]:
     """The run's seeds in order, each seed with a failure record replaced by the next spare
-    (a spare that failed too by the one after it)."""
+    (a spare that failed too by the one after it); DESIGN: the design seeds as registered
+    (spares stand in for verdict seeds only)."""
+    if run == DESIGN:
+        return list(reg.design_seeds)
     spares, out = list(reg.spares), []
     for seed in reg.seeds_of(run):
         while record_path(reg, run, seed, failed=True).is_file():
@@ -31,8 +34,10 @@ def planned(reg: Registration, run: str) -> list[int]:
 
 
 def to_run(reg: Registration, run: str) -> list[int]:
-    """The planned seeds without a record yet, in order."""
-    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()]
+    """The planned seeds without a record yet (nor a failure record: a design seed's), in
+    order."""
+    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()
+            and not record_path(reg, run, s, failed=True).is_file()]  # fmt: skip
 
 
 def nodes_of(outputs: Path, seed: int) -> dict[str, dict]:

@@ -1,6 +1,7 @@
 """Run a registered run's seeds one at a time, at the registered commit, and record each.
 
     python -m ssmax.registration.run cpu [--workdir DIR] [--max-seeds K] [--registration F]
+    python -m ssmax.registration.run cpu --design --registration F [--workdir DIR]
     python -m ssmax.registration.run gpu [--workdir DIR] [--commit SHA] [--workers N] ...
 
 For each seed of the run (registration.spec) without a record in docs/results/<name>/<run>/:
@@ -12,6 +13,11 @@ atomically: its values (the report node's results.json), every node's fingerprin
 and wall time. A seed that fails twice gets a failure record instead, and the next spare takes
 its place (the registration's conduct). Seeds run in the registered order; the run ends when
 every seed has a record, or after --max-seeds seeds. Nothing here computes a verdict.
+A registration with design seeds (design_seeds: the arms') runs them first, the same way, with
+--design: records in docs/results/<name>/design/, no spare for a seed that fails twice (its
+failure record is what the design reports); its verdict seeds wait until each design seed has
+a record. DIR: ~/ssmax-confirm for the confirmatory registration, else ~/ssmax-<its page>
+(~/ssmax-arms), one cache for its design and verdict seeds.
 The gpu run takes its own path, every seed at once in this checkout: ssmax.registration.gpu.
 """
 
@@ -34,11 +40,19 @@ from ssmax.registration.records import (
     report_over,
     to_run,
 )
-from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
+from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
 from ssmax.report.published_file import run_file
 
 WORKDIR = Path.home() / "ssmax-confirm"  # outside the checkout: a new work tree keeps it
 ATTEMPTS = 2  # a technical failure is run again once (the registration's conduct)
+
+
+def workdir_of(reg: Registration) -> Path:
+    """The run's default DIR: WORKDIR for the confirmatory registration, else ~/ssmax-<page>
+    (the arms': ~/ssmax-arms, as its registration's command says)."""
+    if reg.path.resolve() == REGISTRATION.resolve():
+        return WORKDIR
+    return Path.home() / f"ssmax-{reg.page.stem}"
 
 
 def checkout(reg: Registration, workdir: Path, python: str | None) -> Path:
@@ -77,6 +91,10 @@ def report_results(outputs: Path, seed: int) -> Path:
 def record(reg: Registration, run: str, seed: int, outputs: Path, wall_s: float) -> dict:
     about = (f"Seed {seed} of the registered run '{run}' of {reg.name} (docs/registration/), "
              "recorded as it finished, before any verdict of the run was computed.")  # fmt: skip
+    if run == DESIGN:
+        about = (f"Design seed {seed} of {reg.name} (docs/registration/), run before its verdict "
+                 "seeds at the registered commit and recorded as it finished; it decides "
+                 "nothing.")  # fmt: skip
     content = run_file(report_results(outputs, seed), [seed], about)
     return {**content, "registration": reg.name, "registered_run": run, "seed": seed,
             "wall_s": round(wall_s, 1), "nodes": nodes_of(outputs, seed)}  # fmt: skip
@@ -94,7 +112,7 @@ def run_seed(
     outputs, logs = workdir / "outputs", workdir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, ATTEMPTS + 1):
-        log = logs / f"seed{seed}.attempt{attempt}.log"
+        log = logs / f"{'design-' * (run == DESIGN)}seed{seed}.attempt{attempt}.log"
         start = time.monotonic()
         with log.open("w") as out:
             done = subprocess.run(argv, cwd=code, env=env, stdout=out,
@@ -117,10 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", help="the registered run to make: cpu (gpu: issue 59's path)")
     parser.add_argument("--registration", type=Path, default=REGISTRATION)  # fmt: skip
     parser.add_argument("--workdir", type=Path, help=f"the commit's checkout and cache "
-                        f"({WORKDIR}; gpu: {GPU_WORKDIR})")  # fmt: skip
+                        f"({WORKDIR}; another registration's: ~/ssmax-<its page>, as "
+                        f"~/ssmax-arms; gpu: {GPU_WORKDIR})")  # fmt: skip
     parser.add_argument("--python", help="an interpreter to run the checkout with (default: "
                         "the checkout's own .venv, made by its make setup)")  # fmt: skip
     parser.add_argument("--max-seeds", type=int, default=0, help="stop after this many (0: all)")
+    parser.add_argument("--design", action="store_true", help="the design seeds (cpu only; "
+                        "records in docs/results/<name>/design/), run first")  # fmt: skip
     gpu_args = parser.add_argument_group("the gpu run (ssmax.registration.gpu)")
     gpu_args.add_argument("--commit", help="the commit this checkout is (default: its git HEAD)")
     gpu_args.add_argument("--workers", type=int, default=16, help="nodes side by side (16)")
@@ -129,8 +150,16 @@ def main(argv: list[str] | None = None) -> int:
                           help=argparse.SUPPRESS)  # cpu: the tests' (no GPU there)  # fmt: skip
     args = parser.parse_args(argv)
     reg = load(args.registration)
+    if args.design and args.run != "cpu":
+        raise SystemExit("--design: the design seeds run on the cpu, at the registered commit")
     if args.run not in reg.runs:
         raise SystemExit(f"no run {args.run!r} in {reg.name} (registered: {', '.join(reg.runs)})")
+    if args.design and not reg.design_seeds:
+        raise SystemExit(f"{reg.name} registers no design seeds")
+    if not args.design and (left := to_run(reg, DESIGN)):
+        raise SystemExit(f"{reg.name}: its design seeds run first ({', '.join(map(str, left))} "
+                         f"without a record): python -m ssmax.registration.run cpu --design "
+                         f"--registration {args.registration}")  # fmt: skip
     if args.run == "gpu":
         return run_gpu(reg, args.workdir or GPU_WORKDIR, args.python or sys.executable, args.commit,
                        args.workers, args.timeout_s, args.accelerator)  # fmt: skip
@@ -138,18 +167,20 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"run {args.run!r} is made by its own path, not this one")
     if args.max_seeds < 0:
         raise SystemExit(f"--max-seeds must be >= 0 (got {args.max_seeds})")
-    args.workdir = args.workdir or WORKDIR
+    args.workdir = args.workdir or workdir_of(reg)
+    run = DESIGN if args.design else args.run  # the records' folder
     code, made = checkout(reg, args.workdir, args.python), 0
-    while (todo := to_run(reg, args.run)) and not (args.max_seeds and made >= args.max_seeds):
+    while (todo := to_run(reg, run)) and not (args.max_seeds and made >= args.max_seeds):
         seed = todo[0]
-        print(f"seed {seed}: running ({len(todo)} of {len(planned(reg, args.run))} to go)",
+        print(f"seed {seed}: running ({len(todo)} of {len(planned(reg, run))} to go)",
               flush=True)  # fmt: skip
-        ok = run_seed(reg, args.run, seed, code, args.workdir, args.python)
-        print(f"seed {seed}: {'recorded' if ok else 'failed twice; a spare takes its place'}",
-              flush=True)  # fmt: skip
+        ok = run_seed(reg, run, seed, code, args.workdir, args.python)
+        failed = "failed twice; " + ("recorded as failed" if run == DESIGN else
+                                     "a spare takes its place")  # fmt: skip
+        print(f"seed {seed}: {'recorded' if ok else failed}", flush=True)
         made += 1
-    left = to_run(reg, args.run)
-    print(f"{reg.name} {args.run}: {len(planned(reg, args.run)) - len(left)} seeds recorded, "
+    left = to_run(reg, run)
+    print(f"{reg.name} {run}: {len(planned(reg, run)) - len(left)} seeds recorded, "
           f"{len(left)} to go")  # fmt: skip
     return 0
 

@@ -5,11 +5,14 @@ ran) and the rule that judges it, fixed before any of its seeds ran."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 REGISTRATION = ROOT / "docs" / "registration" / "confirmatory-2026-11-29.json"
+DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # a registration's name ends in its date
+DESIGN = "design"  # the records of the design seeds: docs/results/<name>/design/, not a run
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class Registration:
     runs: dict[str, dict]  # run name (cpu, gpu) -> its machine, seeds and how it is run
     data: dict  # the whole file
     path: Path = REGISTRATION
+    design_seeds: tuple[int, ...] = ()  # run first, at code_commit on the cpu; decide nothing
 
     def records(self, run: str) -> Path:
         """The folder of one run's seed records: docs/results/<name>/<run>/ beside the
@@ -39,7 +43,16 @@ class Registration:
         return tuple(listed) if isinstance(listed, list) else ()
 
     def seeds_of(self, run: str) -> tuple[int, ...]:
+        """A run's seeds; DESIGN: the design seeds."""
+        if run == DESIGN:
+            return self.design_seeds
         return tuple(self.runs[run].get("seeds", self.seeds))
+
+    @property
+    def page(self) -> Path:
+        """The run's generated page, docs/<name less its date>.md beside docs/registration/:
+        docs/confirmatory.md, docs/arms.md."""
+        return self.path.parent.parent / f"{DATED.sub('', self.name)}.md"
 
 
 def load(path: Path = REGISTRATION) -> Registration:
@@ -59,6 +72,7 @@ def load(path: Path = REGISTRATION) -> Registration:
             spares=tuple(int(s) for s in data.get("spares", ())),
             primary=tuple(data["rule"]["families"].get("primary", {}).get("orderings", ())),
             runs=dict(data["runs"]), data=data, path=path,
+            design_seeds=tuple(int(s) for s in data.get("design_seeds", ())),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"{path} is not a registration: {type(e).__name__} {e}") from None

@@ -43,7 +43,7 @@ class Settings:
     # what the run ran on, a line each ("Warning: ..." stands out); `python -m ssmax.report`
     # fills it from the MLflow runs (report.__main__.manifest_lines); [] = no such section
     manifest: list[str] = field(default_factory=list)
-    # per node: peak memory, GPU use (report.system: `python -m ssmax.report`); [] = no section
+    # per node: peak memory, GPU use (report.system_table, `python -m ssmax.report`); []: none
     system: list[list[str]] = field(default_factory=list)
 
 

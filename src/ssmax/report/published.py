@@ -1,5 +1,6 @@
 """The published verdict run as data (docs/results/verdict_seeds3-10.json) and the pages made
-from it: docs/results.md's per-seed tables and verdict table, the README's verdict table.
+from it: docs/results.md's per-seed tables and its verdicts on seeds 3-12, the README's headline
+lines, and the 8-seed verdict tables beside the rule before issue 42 (docs/history.md, 2026-11-27).
 
     python -m ssmax.report.published            # rewrite the generated blocks (make results-page)
     python -m ssmax.report.published --check    # exit 1 where a page and the file disagree
@@ -60,8 +61,9 @@ from ssmax.report.render import _md_table, family_text, ordering_text, seeds_tex
 from ssmax.report.replicate import compare, read_judgeable
 from ssmax.report.replicate import table as again_table
 
-PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/results.md",
-         "verdicts-short": "docs/results.md", "replication-gpu": "docs/results.md",
+# the 8-seed tables (verdicts, verdicts-short) beside the rule before issue 42: history
+PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/history.md",
+         "verdicts-short": "docs/history.md", "replication-gpu": "docs/results.md",
          "replication-cpu": "docs/results.md", "verdicts-extended": "docs/results.md",
          "rival-laws": "docs/results.md", "rival-laws-short": "README.md",
          "rival-design-cpu": "docs/rival-laws.md", "headline": "README.md",

@@ -160,17 +160,27 @@ def board(results: Results, laws: Sequence[str]) -> tuple[list[Row], Claim]:
     """The family "leaderboard" of one run: each law (letters, none of them a base) against (a)
     and (b) on each headline measure the run has, Benjamini-Hochberg; (rows, the family's
     claim-like record). report.published_board reads every run's laws this way."""
-    measures = [NIAH, TOP, *_long(results)]
-    orderings = [better(m, law, base) for law in laws for m in measures for base in BASES]
-    family = check(results, "leaderboard", "every law against (a) and (b)", orderings)
+    family = check(results, "leaderboard", "every law against (a) and (b)",
+                   board_orderings(results, laws))  # fmt: skip
     apply_rule([family], family=lambda c: "leaderboard")
-    checks = iter(family.checks)
-    rows = []
+    return board_rows_of(results, laws, family), family
+
+
+def board_orderings(results: Results, laws: Sequence[str]) -> list[Ordering]:
+    """The family's orderings, law by law, measure by measure, (a) then (b)."""
+    measures = [NIAH, TOP, *_long(results)]
+    return [better(m, law, base) for law in laws for m in measures for base in BASES]
+
+
+def board_rows_of(results: Results, laws: Sequence[str], family: Claim) -> list[Row]:
+    """The rows of a judged family "leaderboard" over these laws (its checks in
+    board_orderings' order)."""
+    checks, rows = iter(family.checks), []
     for law in laws:
-        for m in measures:
+        for m in [NIAH, TOP, *_long(results)]:
             own = Interval.of(list(values_of(results, m, by_letter().get(law, law)).values()))
             rows.append(Row(law, m, _own(own), {base: next(checks) for base in BASES}))
-    return rows, family
+    return rows
 
 
 def board_json(rows: Sequence[Row], board: Claim | None) -> dict:

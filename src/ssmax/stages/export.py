@@ -19,7 +19,7 @@ from ssmax.stages.spec import StageSpec
 from ssmax.tracking import mlflow_client, offline, tracking_uri, use_node_store
 from ssmax.tracking.models import log_model
 
-if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.stage_code)
     from omegaconf import DictConfig
 
     from ssmax.stages.context import StageContext

@@ -14,7 +14,7 @@ from ssmax.stages.spec import StageSpec, stage_spec
 from ssmax.tracking import offline
 from ssmax.tracking.sync import merge_nodes
 
-if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.stage_code)
     from omegaconf import DictConfig
 
     from ssmax.stages.context import StageContext

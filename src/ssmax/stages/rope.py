@@ -10,7 +10,7 @@ from ssmax.evals.inference import scaled_theta
 from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec
 
-if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.code)
+if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.stage_code)
     from omegaconf import DictConfig
 
     from ssmax.stages.context import StageContext

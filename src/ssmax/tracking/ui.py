@@ -162,8 +162,8 @@ def _wait_healthy(server: UIServer, timeout: float) -> None:
             with urllib.request.urlopen(server.url + "/health", timeout=2) as reply:
                 if reply.status == 200:
                     return
-        except OSError:
-            time.sleep(0.5)
+        except OSError:  # not listening yet: a refused connect costs nothing, ask often
+            time.sleep(0.1)
     raise TimeoutError(f"mlflow server gave no /health in {timeout:.0f} s; see {server.log}")
 
 

@@ -1,0 +1,116 @@
+"""The families a registration names, judged by the code's rule, and whether the orderings the
+code forms are the registered ones (the judge runs today's code, not the registered commit's).
+
+- primary, secondary (the confirmatory registration): the paper's claims (report.claims).
+- rivals (Holm; the arms'): the rivals' and arms' claims (report.rivals.rival_claims) for the
+  registered variants; its orderings are listed in the registration.
+- leaderboard (Benjamini-Hochberg; the arms'): every registered law against (a) and (b) on
+  each registered measure (report.rivals.board), one claim-like record of 100 orderings.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ssmax.registration.spec import Registration
+from ssmax.report.claims import Claim, claims
+from ssmax.report.gather import Results
+from ssmax.report.published_file import counts
+from ssmax.report.render import (
+    BOARD_COLUMNS,
+    BOARD_NOTE,
+    RIVALS_NOTE,
+    _md_table,
+    board_line,
+    board_rows,
+    family_text,
+    ordering_text,
+)
+from ssmax.report.rivals import BASES, better, board, board_rows_of, rival_claims
+
+PAPER = ("primary", "secondary")  # report.claims.claims() makes both at once
+KNOWN = (*PAPER, "rivals", "leaderboard")
+BOARD = {"holds": "better", "contradicted": "worse", "n/a": "n/a"}  # else: not separated
+
+
+def names(reg: Registration) -> list[str]:
+    """The registered families, in the registration's order."""
+    out = list(reg.data["rule"]["families"])
+    unknown = [f for f in out if f not in KNOWN]
+    if unknown:
+        raise SystemExit(f"{reg.name}: the judge knows no family {unknown[0]!r} ({KNOWN})")
+    return out
+
+
+def is_paper(reg: Registration) -> bool:
+    return bool(set(names(reg)) & set(PAPER))
+
+
+def laws(reg: Registration) -> list[str]:
+    return list(reg.data["rule"]["families"]["leaderboard"]["laws"])
+
+
+def judge(reg: Registration, results: Results) -> list[Claim]:
+    """Every registered family's claims, each family corrected on its own by the rule; the
+    leaderboard as one record whose checks are its orderings."""
+    families, out = names(reg), []
+    if is_paper(reg):
+        out += claims(results)
+    if "rivals" in families:
+        out += rival_claims(results, reg.variants)
+    if "leaderboard" in families:
+        out.append(board(results, laws(reg))[1])
+    return out
+
+
+def registered(reg: Registration, family: str) -> list[str] | None:
+    """A family's registered orderings (None: said in words only, as secondary)."""
+    if family == "leaderboard":
+        spec = reg.data["rule"]["families"]["leaderboard"]
+        return [better(m, law, base).label() for law in spec["laws"] for m in spec["measures"]
+                for base in BASES]  # fmt: skip
+    return list(reg.orderings(family)) or None
+
+
+def differs(reg: Registration, checked: list[Claim]) -> list[str]:
+    """Each family whose orderings, as the code forms them, are not the registered ones."""
+    out = []
+    for family in names(reg):
+        listed = registered(reg, family)
+        formed = {k.ordering for c in checked if c.family == family for k in c.checks}
+        if listed is not None and formed != set(listed):
+            out.append(f"the code forms the family {family} of {len(formed)} orderings, not "
+                       f"the {len(set(listed))} registered")  # fmt: skip
+    return out
+
+
+def summary(checked: list[Claim]) -> str:
+    """'rivals: 13 claims, 2 hold, ...; leaderboard: 100 orderings, 3 better, ...'."""
+    parts = []
+    for family in dict.fromkeys(c.family for c in checked):
+        of = [c for c in checked if c.family == family]
+        if family == "leaderboard":
+            told = Counter(BOARD.get(k.verdict, "not separated") for c in of for k in c.checks)
+            said = ", ".join(f"{told[w]} {w}" for w in ("better", "worse", "not separated", "n/a")
+                             if told[w] or w != "n/a")  # fmt: skip
+            parts.append(f"{family}: {sum(told.values())} orderings, {said}")
+        else:
+            parts.append(f"{family}: {len(of)} claims, {counts([c.verdict for c in of])}")
+    return "; ".join(parts)
+
+
+def tables(reg: Registration, checked: list[Claim], results: Results) -> list[str]:
+    """The rivals' claims table and the leaderboard's, as the report prints them."""
+    out = []
+    rivals = [c for c in checked if c.family == "rivals"]
+    if rivals:
+        rows = [[c.text, family_text(c), f"**{c.verdict}**",
+                 " · ".join(ordering_text(k) for k in c.checks) or c.value]
+                for c in rivals]  # fmt: skip
+        out += ["", f"Family rivals: {RIVALS_NOTE}", "",
+                *_md_table(["claim (paper)", "family", "verdict", "orderings"], rows)]  # fmt: skip
+    for family in (c for c in checked if c.family == "leaderboard"):
+        rows = board_rows(board_rows_of(results, laws(reg), family))
+        out += ["", f"Family leaderboard: {BOARD_NOTE}", "", board_line(family), "",
+                *_md_table(BOARD_COLUMNS, rows)]  # fmt: skip
+    return out
