@@ -41,15 +41,15 @@ and sft:
   model_step<N>.pt and data_step<N>.json for (f) to continue from.
 
 BundleRun holds that state step by step: its state_dict is a checkpoint of every seed at once
-(stacked weights, AdamW's moments, the schedule, the steps taken), which ``sliced`` cuts down to
-some of the seeds, and load_state_dict goes on from one. What it leaves to its caller
+(stacked weights, AdamW's moments, the schedule, the steps taken), which
+ssmax.lit.bundle_checkpoint.sliced cuts down to some of the seeds, and load_state_dict goes on
+from one. What it leaves to its caller
 (BundleHooks): writing checkpoints, MLflow and the node folders (the pipeline's wiring:
 ssmax.pipeline.bundle; docs/training.md, "Seeds bundled").
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -64,13 +64,13 @@ from omegaconf import DictConfig
 from ssmax.config.compose import absolute_paths, model_config, variant_config
 from ssmax.data.lm_module import LMDataModule
 from ssmax.lit.bundle_data import passes, seed_datamodules, sft_datamodules, stacked, with_workers
+from ssmax.lit.bundle_precision import forward_context, precision_of
 from ssmax.lit.lightning_module import lr_factor
 from ssmax.model import load_backbone
 from ssmax.model.bundle import SeedBundle, init_model, param_groups
 from ssmax.preflight.settings import validate
 from ssmax.preflight.weights import check_fits, read_weights
 
-PRECISIONS = ("32-true", "32", "64-true", "bf16-mixed")
 OBJECTIVES = ("pretrain", "sft")
 
 
@@ -101,35 +101,6 @@ def seed_model(cfg: DictConfig, seed: int, init_from: str | Path | None) -> torc
         check_fits(one, state)
         load_backbone(model, state)
     return model
-
-
-def precision_of(setting: str, device: torch.device) -> str:
-    """trainer.precision for this device (auto: bf16-mixed on CUDA, else 32-true)."""
-    if setting == "auto":
-        return "bf16-mixed" if device.type == "cuda" else "32-true"
-    if setting not in PRECISIONS:
-        raise ValueError(f"trainer.precision={setting} in a bundle; allowed: auto, "
-                         f"{', '.join(PRECISIONS)}")  # fmt: skip
-    return setting
-
-
-def forward_context(setting: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """What Lightning's precision plugin wraps the training step in."""
-    if setting == "bf16-mixed":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    if setting == "64-true":
-        return _default_dtype(torch.float64)
-    return contextlib.nullcontext()
-
-
-@contextlib.contextmanager
-def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
 
 
 class BundleHooks:
@@ -347,35 +318,6 @@ class BundleRun:
         self.norms = list(state["grad_norms"].to(self.dev).unbind(0))
         self.last_batch = state["last_batch"]
         self.val = dict(state["val"])
-
-
-def sliced(state: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
-    """A BundleRun checkpoint of these seeds, taken from one of more seeds: each seed's slice
-    of every stacked tensor (weights, AdamW's moments, losses), in the order of `seeds`."""
-    index = [list(state["seeds"]).index(s) for s in seeds]
-    pick = torch.tensor(index)
-
-    def take(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
-        return t.index_select(dim, pick.to(t.device)).clone()
-
-    optimizer = {
-        "state": {key: {n: take(v) if torch.is_tensor(v) and v.ndim > 0 else v
-                        for n, v in per_param.items()}
-                  for key, per_param in state["optimizer"]["state"].items()},
-        "param_groups": state["optimizer"]["param_groups"],
-    }  # fmt: skip
-    last = state["last_batch"]
-    return state | {
-        "seeds": list(seeds),
-        "params": {n: take(p) for n, p in state["params"].items()},
-        "optimizer": optimizer,
-        "losses": take(state["losses"], 1),
-        "grad_norms": take(state["grad_norms"], 1),
-        "last_batch": None if last is None else take(last),
-        "val": {step: take(v) for step, v in state["val"].items()},
-        "data": [state["data"][i] for i in index],
-        "tokens": [state["tokens"][i] for i in index] if "tokens" in state else None,
-    }
 
 
 def train_bundle(

@@ -35,7 +35,7 @@ from ssmax.stages.spec import stage_spec
 BUNDLED = ("pretrain", "switch", "sft")  # stage modules whose nodes a bundle trains
 CORPUS = ("pretrain", "switch")  # of those, the ones that train on the pretraining corpus
 EVALS = ("eval_loss", "eval_niah")  # ... evaluates, seed after seed (ssmax.pipeline.bundle_evals)
-PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle's
+PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle_precision's
 SEED_KEYS = ("seed", "paths.run_dir", "run_name")  # a node's config keys that name its seed
 
 

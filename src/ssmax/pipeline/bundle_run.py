@@ -39,7 +39,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import absolute_paths
 from ssmax.files.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
-from ssmax.lit.bundle import BundleHooks, BundleRun, sliced
+from ssmax.lit.bundle import BundleHooks, BundleRun
+from ssmax.lit.bundle_checkpoint import sliced
 from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, data_state_path, tracks_system
 from ssmax.pipeline.bundle import BundleJob
 from ssmax.pipeline.run import NodeJob, close_node, open_node, pin_process
