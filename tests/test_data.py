@@ -167,6 +167,24 @@ def test_lm_datamodule_batches(cache: Path, bpe) -> None:
     assert next(iter(dm.val_dataloader()))["input_ids"].shape == (8, 16)
 
 
+def test_planted_rows_reach_a_loader_process_started_by_forkserver(cache: Path, bpe) -> None:
+    """A local pipeline worker's loaders start by forkserver, which pickles the dataset and so
+    its fact planter: the batches there equal this process's, facts planted the same."""
+    facts = OmegaConf.merge(OmegaConf.structured(FactsConfig), {"fraction": 1.0})
+    cfg = data_cfg(cache, seq_len=128, facts=facts)
+    dm = LMDataModule(cfg, batch_size=4, seed=1)
+    dm.prepare_data()
+    dm.setup("fit")
+    ds = dm.dataset("train")
+    here = next(iter(torch.utils.data.DataLoader(ds, batch_size=4)))
+    assert here["answer"].any()  # facts were planted and asked
+    loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=1,
+                                         multiprocessing_context="forkserver")  # fmt: skip
+    there = next(iter(loader))
+    assert here.keys() == there.keys()
+    assert all(torch.equal(here[k], there[k]) for k in here)
+
+
 def test_test_sequences(cache: Path, bpe) -> None:
     cfg = data_cfg(cache)
     seqs = test_sequences(cfg, bpe, length=6000, count=3, seed=0)

@@ -7,13 +7,14 @@ import hashlib
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from omegaconf import DictConfig
 
 from ssmax.data.corpus import embedded_sha, is_streaming, load_documents
-from ssmax.data.fact_spec import spec_from_cfg
+from ssmax.data.fact_spec import FactSpec, spec_from_cfg
 from ssmax.data.facts import FactPlanter
 from ssmax.data.packing import (
     chunk_stream,
@@ -116,30 +117,37 @@ def test_sequences(
     return torch.stack(list(seqs))
 
 
-def fact_transform(
-    data_cfg: DictConfig, tokenizer: Tokenizer, seed: int
-) -> Callable[[torch.Tensor, int], dict[str, torch.Tensor]] | None:
-    """Plants data.facts into a share of the rows (None when off). Row k (the sampler's
-    epoch * n + i) draws from its own seeded stream: fresh facts each pass, the same on every
-    re-run. Adds "answer" [T]: q at the label positions of the q-th asked value, 0 elsewhere."""
+def fact_transform(data_cfg: DictConfig, tokenizer: Tokenizer, seed: int) -> FactTransform | None:
+    """Plants data.facts into a share of the rows (None when off): FactTransform."""
     spec = spec_from_cfg(data_cfg.facts)
     if spec.fraction == 0:
         return None
     planter = FactPlanter(spec, tokenizer)
     planter.check_fits(int(data_cfg.seq_len) + 1)
+    return FactTransform(spec, planter, seed)
 
-    def transform(row: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
-        rng = random.Random(f"facts:{seed}:{k}")
+
+@dataclass(frozen=True)
+class FactTransform:
+    """A row with data.facts planted. Row k (the sampler's epoch * n + i) draws from its own
+    seeded stream: fresh facts each pass, the same on every re-run. Adds "answer" [T]: q at the
+    label positions of the q-th asked value, 0 elsewhere. A class, not a closure: a loader
+    process started by forkserver or spawn receives the dataset, and so this, pickled."""
+
+    spec: FactSpec
+    planter: FactPlanter
+    seed: int
+
+    def __call__(self, row: torch.Tensor, k: int) -> dict[str, torch.Tensor]:
+        rng = random.Random(f"facts:{self.seed}:{k}")
         answer = torch.zeros(len(row) - 1, dtype=torch.long)
-        if rng.random() < spec.fraction:
-            ids, planted = planter.plant(row.tolist(), rng)
+        if rng.random() < self.spec.fraction:
+            ids, planted = self.planter.plant(row.tolist(), rng)
             row = torch.tensor(ids, dtype=torch.long)
             asked = [p.answer for p in planted if p.answer is not None]
             for q, (a, b) in enumerate(asked, 1):
                 answer[a - 1 : b - 1] = q  # token j is the label of position j - 1
         return split_chunk(row) | {"answer": answer}
-
-    return transform
 
 
 def test_fact_sequences(

@@ -93,7 +93,7 @@ def stacked(seed_batches: list[dict[str, torch.Tensor]], pad_id: int) -> tuple[t
 def with_workers(loader: DataLoader, workers: int) -> DataLoader:
     """The same loader (dataset, sampler, batches) in `workers` forked processes, or in this
     one (0). Forked, whatever the default: a pipeline worker's default is its forkserver's,
-    which pickles the dataset, and planting facts is a closure that does not pickle."""
+    which would pickle each seed's dataset to start a loader."""
     forked = {"multiprocessing_context": "fork", "persistent_workers": True} if workers else {}
     return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=loader.sampler,
                       drop_last=loader.drop_last, collate_fn=loader.collate_fn,
