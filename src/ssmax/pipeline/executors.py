@@ -50,7 +50,6 @@ Log = Callable[[str], None]
 FINISHED = ("cached", "done")
 # what a worker runs for a bundle beyond its stage's code (preloaded by the forkserver)
 BUNDLE_MODULES = ["ssmax.pipeline.bundle_run", "ssmax.lit.bundle"]
-EVAL_BUNDLES = ["ssmax.pipeline.bundle_evals"]  # ... and for evals (no Lightning)
 IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns
 
 
@@ -120,8 +119,9 @@ def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> 
     context = multiprocessing.get_context("forkserver")
     todo = {job.module for job in jobs if job.done is None and not job.inline}
     frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
-    evals = {j.module in EVALS for j in jobs if isinstance(j, BundleJob)}  # bundles' kinds
-    extra = (BUNDLE_MODULES if False in evals else []) + (EVAL_BUNDLES if True in evals else [])
+    # an eval bundle needs nothing more: bundle_evals comes with this module (the workers' entry)
+    training = any(isinstance(j, BundleJob) and j.module not in EVALS for j in jobs)
+    extra = BUNDLE_MODULES if training else []
     with _imports_from(frozen):
         if todo:  # the server imports while this process opens the MLflow run, orders nodes
             _serve(context, preload(todo) + extra, frozen)
