@@ -45,43 +45,24 @@ from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, data_state_pat
 from ssmax.pipeline.bundle import BundleJob
 from ssmax.pipeline.run import NodeJob, close_node, open_node, pin_process
 from ssmax.pipeline.state import read_done
-from ssmax.stages.context import StageContext, train_cfg
-from ssmax.stages.pretrain import schedule
+from ssmax.stages import pretrain, sft, switch
+from ssmax.stages.context import StageContext
 from ssmax.tracking import offline
 from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import SystemMetrics, store_log
 
+# each bundled stage's own train_start: a bundled seed trains as its solo node (ssmax.pipeline.
+# bundle.BUNDLED)
+STARTS = {"pretrain": pretrain.train_start, "switch": switch.train_start, "sft": sft.train_start}
+
 
 def seed_start(ctx: StageContext, module: str) -> tuple[DictConfig, str | None]:
-    """(training config, data_start) as the node's stage module gives them to
-    ssmax.lit.trainer.train: pretrain's steps and switch point; switch's (a)'s weights (final,
-    or at the switch point with the remaining steps, a fresh warmup and (a)'s data position);
-    sft's pretrained weights. Paths absolute; the weights in cfg.init_from. (Repeated here,
-    not called: a stage's code is its nodes' fingerprint, and a bundle must not move it.)"""
-    data_start = None
-    if module == "pretrain":
-        cfg = train_cfg(ctx, "pretrain")
-        steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
-        cfg.trainer.pretrain.max_steps = steps
-        cfg.trainer.save_weights_at = [switch_step]
-    elif module == "switch":  # ssmax.stages.switch.run
-        softmax = ctx.only_input()
-        cfg = train_cfg(ctx, "pretrain")
-        checkpoint = cfg.variant.facts.start.checkpoint
-        cfg.init_from = softmax[checkpoint]
-        if checkpoint == "weights":
-            cfg.trainer.pretrain.max_steps = 0
-        else:
-            remaining = softmax["steps"] - softmax["switch_step"]
-            cfg.trainer.pretrain.max_steps = remaining
-            warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)
-            cfg.trainer.pretrain.warmup_steps = max(1, warmup)
-            data_start = softmax["switch_data"]
-    elif module == "sft":  # ssmax.stages.sft.run
-        cfg = train_cfg(ctx, "sft")
-        cfg.init_from = ctx.only_input()["weights"]
-    else:
-        raise ValueError(f"a bundle trains pretrain, switch or sft nodes, not {module}")
+    """(training config, data_start) as the node's stage module (pretrain, switch or sft)
+    gives them to ssmax.lit.trainer.train (its train_start), paths absolute; the weights it
+    starts from in cfg.init_from."""
+    if module not in STARTS:
+        raise ValueError(f"a bundle trains {', '.join(STARTS)} nodes, not {module}")
+    cfg, data_start = STARTS[module](ctx)
     absolute_paths(cfg)
     return cfg, data_start
 

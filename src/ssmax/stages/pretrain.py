@@ -43,15 +43,23 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return training(cfg, tokens, disk, corpus=True)
 
 
+def train_start(ctx: StageContext) -> tuple[DictConfig, str | None]:
+    """(training config, data_start) this stage gives ssmax.lit.trainer.train (the seed
+    bundle's too, ssmax.pipeline.bundle_run): the schedule's steps, the switch point saved."""
+    cfg = train_cfg(ctx, "pretrain")
+    steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
+    cfg.trainer.pretrain.max_steps = steps
+    cfg.trainer.save_weights_at = [switch_step]
+    return cfg, None
+
+
 def run(ctx: StageContext) -> dict[str, Any]:
     # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
     # stage module (its SPEC and cost: plan) and stays without it
     from ssmax.lit.trainer import data_state_path, train
 
-    cfg = train_cfg(ctx, "pretrain")
-    steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
-    cfg.trainer.pretrain.max_steps = steps
-    cfg.trainer.save_weights_at = [switch_step]
+    cfg, _ = train_start(ctx)
+    steps, switch_step = int(cfg.trainer.pretrain.max_steps), int(cfg.trainer.save_weights_at[0])
     result = train(cfg)
     return {
         "weights": str(result.weights),

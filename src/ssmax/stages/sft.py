@@ -40,6 +40,14 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return training(cfg, tokens, parameters(cfg) * (BYTES_TRAINING + BYTES_WEIGHTS))
 
 
+def train_start(ctx: StageContext) -> tuple[DictConfig, str | None]:
+    """(training config, data_start) this stage gives ssmax.lit.trainer.train (the seed
+    bundle's too, ssmax.pipeline.bundle_run): the pretrained weights; its own data."""
+    cfg = train_cfg(ctx, "sft")
+    cfg.init_from = ctx.only_input()["weights"]
+    return cfg, None
+
+
 def run(ctx: StageContext) -> dict[str, Any]:
     # lazy: both import Lightning (~4 s on 2 cores); the pipeline process imports every stage
     # module (its SPEC and cost: plan) and stays without it
@@ -48,8 +56,7 @@ def run(ctx: StageContext) -> dict[str, Any]:
 
     if ctx.stage in ctx.cfg.variant.facts.inherit:
         return inherited(ctx)
-    cfg = train_cfg(ctx, "sft")
-    cfg.init_from = ctx.only_input()["weights"]
+    cfg, _ = train_start(ctx)
     result = train(cfg, datamodule_for=sft_datamodule)
     return {
         "weights": str(result.weights),

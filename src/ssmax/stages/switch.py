@@ -44,11 +44,10 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return training(cfg, tokens, disk, corpus=True)
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
-    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
-    # stage module (its SPEC and cost: plan) and stays without it
-    from ssmax.lit.trainer import train
-
+def train_start(ctx: StageContext) -> tuple[DictConfig, str | None]:
+    """(training config, data_start) this stage gives ssmax.lit.trainer.train (the seed
+    bundle's too, ssmax.pipeline.bundle_run): the start variant's weights, and from its switch
+    point the remaining steps, a fresh warmup and its data position."""
     softmax = ctx.only_input()
     cfg = train_cfg(ctx, "pretrain")
     data_start = None
@@ -62,6 +61,15 @@ def run(ctx: StageContext) -> dict[str, Any]:
         warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)
         cfg.trainer.pretrain.warmup_steps = max(1, warmup)
         data_start = softmax["switch_data"]
+    return cfg, data_start
+
+
+def run(ctx: StageContext) -> dict[str, Any]:
+    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
+    # stage module (its SPEC and cost: plan) and stays without it
+    from ssmax.lit.trainer import train
+
+    cfg, data_start = train_start(ctx)
     result = train(cfg, data_start)
     return {
         "weights": str(result.weights),
