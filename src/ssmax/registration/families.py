@@ -19,6 +19,7 @@ from ssmax.report.published_file import counts
 from ssmax.report.render import (
     BOARD_COLUMNS,
     BOARD_NOTE,
+    BOARD_VERDICTS,
     RIVALS_NOTE,
     _md_table,
     board_line,
@@ -30,7 +31,6 @@ from ssmax.report.rivals import BASES, better, board, board_rows_of, rival_claim
 
 PAPER = ("primary", "secondary")  # report.claims.claims() makes both at once
 KNOWN = (*PAPER, "rivals", "leaderboard")
-BOARD = {"holds": "better", "contradicted": "worse", "n/a": "n/a"}  # else: not separated
 
 
 def names(reg: Registration) -> list[str]:
@@ -90,7 +90,8 @@ def summary(checked: list[Claim]) -> str:
     for family in dict.fromkeys(c.family for c in checked):
         of = [c for c in checked if c.family == family]
         if family == "leaderboard":
-            told = Counter(BOARD.get(k.verdict, "not separated") for c in of for k in c.checks)
+            told = Counter(BOARD_VERDICTS.get(k.verdict, "not separated").lower()
+                           for c in of for k in c.checks)  # fmt: skip
             said = ", ".join(f"{told[w]} {w}" for w in ("better", "worse", "not separated", "n/a")
                              if told[w] or w != "n/a")  # fmt: skip
             parts.append(f"{family}: {sum(told.values())} orderings, {said}")
