@@ -66,10 +66,9 @@ from ssmax.data.lm_module import LMDataModule
 from ssmax.lit.bundle_data import passes, seed_datamodules, sft_datamodules, stacked, with_workers
 from ssmax.lit.bundle_precision import forward_context, precision_of
 from ssmax.lit.lightning_module import lr_factor
-from ssmax.model import load_backbone
 from ssmax.model.bundle import SeedBundle, init_model, param_groups
 from ssmax.preflight.settings import validate
-from ssmax.preflight.weights import check_fits, read_weights
+from ssmax.preflight.weights import load_init
 
 OBJECTIVES = ("pretrain", "sft")
 
@@ -92,14 +91,12 @@ class BundleResult:
 
 def seed_model(cfg: DictConfig, seed: int, init_from: str | Path | None) -> torch.nn.Module:
     """Seed's model as its solo run has it before its first step: initialised by its seed,
-    then, given init_from, those weights loaded as train() loads them (load_backbone)."""
+    then, given init_from, those weights loaded as train() loads them (load_init)."""
     model = init_model(model_config(cfg), variant_config(cfg), cfg.data.seq_len, seed)
     if init_from:
-        state = read_weights(init_from)
-        one = copy.deepcopy(cfg)  # check_fits names the file: this seed's
+        one = copy.deepcopy(cfg)  # this seed's file (check_fits names it)
         one.init_from = str(init_from)
-        check_fits(one, state)
-        load_backbone(model, state)
+        load_init(model, one)
     return model
 
 

@@ -37,9 +37,8 @@ from ssmax.lit.resume import (
     active_deferral,
     end_status,
 )
-from ssmax.model import load_backbone
 from ssmax.preflight.settings import validate
-from ssmax.preflight.weights import check_fits, read_weights
+from ssmax.preflight.weights import load_init
 from ssmax.tracking import (
     ensure_experiment,
     is_server,
@@ -168,9 +167,7 @@ def train(
         loss_chunk=cfg.trainer.loss_chunk,
     )
     if cfg.init_from:
-        state = read_weights(cfg.init_from)
-        check_fits(cfg, state)  # the first tensor of another shape, in one line
-        load_backbone(lit.model, state)
+        load_init(lit.model, cfg)
     elif cfg.variant.s_init == "inv_mean_log_n":
         raise ConfigError(
             f"variant={cfg.variant.name} starts from softmax weights: set init_from=<path to "

@@ -11,6 +11,7 @@ import torch
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError, build_model
+from ssmax.model import load_backbone
 from ssmax.model.transformer import VARIANT_PARAMS
 
 
@@ -84,3 +85,12 @@ def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init
             f"{where} holds {extra[0]}, which variant={cfg.variant.name} has no place for "
             "(weights of another variant: SSMax weights do not go into softmax)"
         )
+
+
+def load_init(model: torch.nn.Module, cfg: DictConfig) -> None:
+    """cfg.init_from's weights into `model` as a training run starts from them: read, checked
+    against the variant's shapes in one line (check_fits), loaded with the variant's own scalars
+    keeping their init where the file has none (load_backbone)."""
+    state = read_weights(cfg.init_from)
+    check_fits(cfg, state)
+    load_backbone(model, state)
