@@ -70,7 +70,7 @@ report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (no
 confirm: setup ## The registered confirmatory run (docs/registration/): its seeds one at a time at the registered commit, each recorded as it ends; resumable (ARGS=--max-seeds=K; REGISTRATION=...json ARGS=--design: its design seeds, first)
 	$(PY) -m ssmax.registration.run cpu $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
 
-confirm-page: setup ## docs/confirmatory.md from the registered run's seed records (verdicts only once every seed is in); REGISTRATION=...arms-2026-11-29.json: docs/arms.md
+confirm-page: setup ## docs/confirmatory.md from the registered run's seed records, and its README lines (verdicts only once every seed is in); REGISTRATION=...arms-2026-11-29.json: docs/arms.md
 	$(PY) -m ssmax.registration.judge $(if $(REGISTRATION),--registration $(REGISTRATION))
 
 results-page: setup ## docs/results.md's leaderboard (and docs/figures/leaderboard_niah.png), per-seed and verdict tables and the README's, from docs/results/*.json

@@ -272,3 +272,31 @@ def test_a_gpu_run_records_each_seed_with_its_device_and_commit(
     assert "switch/f_switch_during_pretrain/seed0" in rec["nodes"]
     assert set(rec["results"]) == set(reg.variants)
     assert run_main(["gpu", "--registration", str(path), "--workdir", str(tmp_path)]) == 0
+
+
+def test_the_readme_lines_say_how_far_until_complete_then_each_primary_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    committed_as_is(monkeypatch)
+    path = hand_made(tmp_path, list(range(1, 13)))
+    record_path(load(path), "cpu", 12).unlink()
+    lines = judge.readme_lines(load(path)).splitlines()
+    assert lines == ["- Run `cpu`: 11 of 12 registered seeds recorded (1-11); no verdict until "
+                     "every seed is in (the registration's conduct)."]  # fmt: skip
+    hand_record(load(path), "cpu", 12, "c" * 40, "b_ssmax")
+    lines = judge.readme_lines(load(path)).splitlines()
+    primary = [c for c in judge.judged(judge.gather(load(path), "cpu")) if c.family == "primary"]
+    assert len(lines) == len(primary) + 1  # a line a primary claim, the others as counts
+    (niah,) = [r for r in lines if r.startswith("- Sec. 3.3, Fig. 6: (b) retrieves")]
+    assert "**holds** on 12 seeds (1-12) of run `cpu`, hand, confirmatory" in niah
+    assert "a < b on niah by +0.3 [+0.3, +0.3] (n=12)" in niah  # the lead, its interval
+    assert lines[-1].startswith("- The other families, on the same seeds: ")
+
+
+def test_the_readme_keeps_a_block_for_each_committed_registration() -> None:
+    readme = judge.README.read_text()
+    for path in sorted((judge.ROOT / "docs/registration").glob("*.json")):
+        reg = load(path)
+        assert f"<!-- registered:{reg.name} " in readme, reg.name
+        assert judge.with_readme_block(reg, readme) == readme, f"make confirm-page {path}"
+    assert judge.with_readme_block(load(), "no block here") == "no block here"

@@ -16,6 +16,10 @@ and the leaderboard), and call them confirmatory only where the run matches its 
 was committed, the code's families the registered ones); otherwise it names what differs and
 calls them exploratory. Before that it computes no verdict, p-value or interval (the
 registration's conduct: no interim look).
+
+The README holds the run's lines between `<!-- registered:NAME ... -->` and
+`<!-- /registered:NAME -->` (readme_lines): how far it is, then one line a claim of its first
+family with effect, interval, seeds, machines and kind; the command writes and checks them too.
 """
 
 from __future__ import annotations
@@ -272,6 +276,60 @@ def page(reg: Registration) -> str:
     return "\n".join(out) + "\n"
 
 
+README = ROOT / "README.md"
+
+
+def span(seeds: list[int]) -> str:
+    """'13-36' for a run of consecutive seeds, else each."""
+    whole = seeds == list(range(seeds[0], seeds[-1] + 1))
+    return f"{seeds[0]}-{seeds[-1]}" if whole and len(seeds) > 1 else ", ".join(map(str, seeds))
+
+
+def readme_lines(reg: Registration) -> str:
+    """The README's lines of the registered runs: how far each is until it is complete; then
+    each claim of its first family (the paper's primary) with its verdict, every ordering's
+    effect and 95% t-interval, its seeds, machines and kind, the other families as counts."""
+    out = []
+    if reg.design_seeds:
+        design = gather(reg, DESIGN)
+        out.append(f"- Design seeds: {len(design.records)} of {len(design.planned)} recorded "
+                   f"(they run first and decide nothing; {_shown(reg.page)} shows them).")  # fmt: skip
+    for name in reg.runs:
+        run = gather(reg, name)
+        done = sorted(run.records)
+        if not run.complete:
+            got = f" ({span(done)})" if done else ""
+            out.append(f"- Run `{name}`: {len(done)} of {len(run.planned)} registered seeds "
+                       f"recorded{got}; no verdict until every seed is in (the registration's "
+                       "conduct).")  # fmt: skip
+            continue
+        checked = judged(run)
+        differs = conformity(run) + families.differs(reg, checked)
+        kind = "exploratory: it does not match its registration" if differs else "confirmatory"
+        cpus = ", ".join(sorted({rec["run"]["cpu"] for rec in run.records.values()}))
+        where = f"{len(done)} seeds ({span(done)}) of run `{name}`, {cpus}, {kind}"
+        first = families.names(reg)[0]
+        for c in (c for c in checked if c.family == first):
+            said = "; ".join(f"{k.ordering} by {k.difference}" for k in c.checks)
+            out.append(f"- {c.text}: **{c.shown}** on {where}. High - low: {said}.")
+        if rest := [c for c in checked if c.family != first]:
+            out.append(f"- The other families, on the same seeds: {told(reg, rest)}.")
+        if bad := invalid_seeds(run):
+            out.append(f"- Without the seeds where a variant did not form the skill ({bad}), "
+                       f"information only: {told(reg, judged(run, tuple(bad)))}.")  # fmt: skip
+    return "\n".join(out)
+
+
+def with_readme_block(reg: Registration, text: str) -> str:
+    """text (the README) with the registration's block holding readme_lines; unchanged where
+    it holds no such block."""
+    opening, closing = f"<!-- registered:{reg.name} ", f"<!-- /registered:{reg.name} -->"
+    if opening not in text or closing not in text:
+        return text
+    start = text.index("\n", text.index(opening)) + 1
+    return text[:start] + readme_lines(reg) + "\n" + text[text.index(closing) :]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ssmax.registration.judge",
                                      description=__doc__.split("\n\n")[0])  # fmt: skip
@@ -279,15 +337,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     args = parser.parse_args(argv)
     reg = load(args.registration)
-    text, out = page(reg), reg.page
+    readme = README.read_text()
+    pages = {reg.page: page(reg), README: with_readme_block(reg, readme)}
     if args.check:
-        if not out.is_file() or out.read_text() != text:
-            print(f"{_shown(out)} is stale: run python -m ssmax.registration.judge{given(reg)}")
-            return 1
-        print(f"{_shown(out)} is up to date")
-        return 0
-    atomic_write_text(out, text)
-    print(f"wrote {_shown(out)}")
+        stale = [p for p, text in pages.items() if not p.is_file() or p.read_text() != text]
+        for p in stale:
+            print(f"{_shown(p)} is stale: run python -m ssmax.registration.judge{given(reg)}")
+        if not stale:
+            print(f"{_shown(reg.page)} and its README lines are up to date")
+        return 1 if stale else 0
+    for p, text in pages.items():
+        if not p.is_file() or p.read_text() != text:
+            atomic_write_text(p, text)
+            print(f"wrote {_shown(p)}")
     return 0
 
 
