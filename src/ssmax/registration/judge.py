@@ -292,8 +292,9 @@ def readme_lines(reg: Registration) -> str:
     out = []
     if reg.design_seeds:
         design = gather(reg, DESIGN)
+        shown = _shown(reg.page)
         out.append(f"- Design seeds: {len(design.records)} of {len(design.planned)} recorded "
-                   f"(they run first and decide nothing; {_shown(reg.page)} shows them).")  # fmt: skip
+                   f"(they run first and decide nothing; {shown} shows them).")  # fmt: skip
     for name in reg.runs:
         run = gather(reg, name)
         done = sorted(run.records)
