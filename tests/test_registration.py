@@ -299,4 +299,7 @@ def test_the_readme_keeps_a_block_for_each_committed_registration() -> None:
         reg = load(path)
         assert f"<!-- registered:{reg.name} " in readme, reg.name
         assert judge.with_readme_block(reg, readme) == readme, f"make confirm-page {path}"
+    results = judge.LINES_IN[1].read_text()
+    assert judge.with_readme_block(load(), results) == results  # the confirmatory run's there
+    assert "<!-- registered:confirmatory-2026-11-29 " in results
     assert judge.with_readme_block(load(), "no block here") == "no block here"

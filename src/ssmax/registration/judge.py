@@ -17,7 +17,7 @@ was committed, the code's families the registered ones); otherwise it names what
 calls them exploratory. Before that it computes no verdict, p-value or interval (the
 registration's conduct: no interim look).
 
-The README holds the run's lines between `<!-- registered:NAME ... -->` and
+The README (and docs/results.md) hold the run's lines between `<!-- registered:NAME ... -->` and
 `<!-- /registered:NAME -->` (readme_lines): how far it is, then one line a claim of its first
 family with effect, interval, seeds, machines and kind; the command writes and checks them too.
 """
@@ -276,7 +276,9 @@ def page(reg: Registration) -> str:
     return "\n".join(out) + "\n"
 
 
+# the pages that show a registration's lines where they hold its markers
 README = ROOT / "README.md"
+LINES_IN = (README, ROOT / "docs/results.md")
 
 
 def span(seeds: list[int]) -> str:
@@ -338,14 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     args = parser.parse_args(argv)
     reg = load(args.registration)
-    readme = README.read_text()
-    pages = {reg.page: page(reg), README: with_readme_block(reg, readme)}
+    pages = {reg.page: page(reg)} | {p: with_readme_block(reg, p.read_text()) for p in LINES_IN}
     if args.check:
         stale = [p for p, text in pages.items() if not p.is_file() or p.read_text() != text]
         for p in stale:
             print(f"{_shown(p)} is stale: run python -m ssmax.registration.judge{given(reg)}")
         if not stale:
-            print(f"{_shown(reg.page)} and its README lines are up to date")
+            print(f"{_shown(reg.page)} and its lines in the README are up to date")
         return 1 if stale else 0
     for p, text in pages.items():
         if not p.is_file() or p.read_text() != text:
