@@ -324,7 +324,7 @@ def rate_lines(base: DictConfig, costs: list[NodeCost], throughput: float) -> li
                          f"(cost.cpu_flops, the tiny preset's on 2 Xeon cores); after one seed "
                          "has finished here, its nodes' wall times")  # fmt: skip
         return lines
-    for kind, label in (("train", "training"), ("eval_loss", "Fig. 5 loss"), ("niah", "NIAH")):
+    for kind, label in measured.LABELS.items():
         nodes = [n for n in costs if n.kind == kind and n.seconds is None]
         rates = {n.rate for n in nodes if n.rate}
         for rate in sorted(rates, key=lambda r: r.device):

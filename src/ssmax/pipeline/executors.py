@@ -41,6 +41,7 @@ from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.pipeline.snapshot import snapshot
 from ssmax.pipeline.stage_code import stage_code
+from ssmax.stages.spec import stage_spec
 from ssmax.tracking import close_dead, ensure_experiment, folder_store, is_server, tracking_uri
 from ssmax.tracking.manifest import COMMIT_ENV, git_commit
 from ssmax.tracking.spool import KEPT, end_open_spools
@@ -68,7 +69,7 @@ Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bun
 
 def execute(job: Job) -> dict[str, Any]:
     """Run a node (its done record) or a bundle ({"wall_s", "records": node -> record})."""
-    if isinstance(job, BundleJob) and job.module in EVALS:
+    if isinstance(job, BundleJob) and stage_spec(job.module).bundle == EVALS:
         return execute_evals(job)
     if isinstance(job, BundleJob):
         # lazy: Lightning and the bundle's training, only where a bundle runs (a worker)
@@ -120,7 +121,7 @@ def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> 
     todo = {job.module for job in jobs if job.done is None and not job.inline}
     frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
     # an eval bundle needs nothing more: bundle_evals comes with this module (the workers' entry)
-    training = any(isinstance(j, BundleJob) and j.module not in EVALS for j in jobs)
+    training = any(isinstance(j, BundleJob) and stage_spec(j.module).bundle != EVALS for j in jobs)
     extra = BUNDLE_MODULES if training else []
     with _imports_from(frozen):
         if todo:  # the server imports while this process opens the MLflow run, orders nodes
@@ -374,9 +375,10 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     counts = {s: list(states.values()).count(s) for s in ("cached", "done", "failed", "blocked")}
     log(f"\n{len(jobs)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     log(f"wall time: {time.perf_counter() - start:.1f} s")
-    report = next((j for j in jobs if j.variant is None), None)
-    if report is not None and states.get(report.name) in FINISHED:
-        log(f"report: {report.done['outputs']['report_md']}")
+    for job in jobs:  # what a stage declares it shows (StageSpec.shows): the report's page
+        shows = stage_spec(job.module).shows
+        if shows and states.get(job.name) in FINISHED:
+            log(f"{job.stage}: {job.done['outputs'][shows]}")
     uri, tracked = tracking_uri(cfg), cfg.tracking.enabled
     if tracked and is_server(uri):  # the experiment: this run's, else (SLURM's) asked once
         log(f"browse: open {training_view(uri, parent.experiment_id or ensure_experiment(cfg))}")

@@ -380,8 +380,8 @@ def made_by(record: dict[str, Any]) -> dict[str, str]:
 def close_pipeline_run(
     cfg: DictConfig, parent_run_id: str, jobs: list[NodeJob], states: dict[str, str]
 ) -> None:
-    """Cached nodes appear as child runs linked to the run that made them; the report
-    becomes an artifact of the pipeline's run, which ends FINISHED or FAILED."""
+    """Cached nodes appear as child runs linked to the run that made them; the folders a node's
+    stage declares (StageSpec.artifacts) become the run's artifacts; it ends FINISHED or FAILED."""
     if offline(cfg):  # the nodes' own stores into the folder's, before its cached runs
         merge_nodes(cfg.paths.output_dir)
     for job in jobs:
@@ -392,8 +392,8 @@ def close_pipeline_run(
         run_id = child_run(cfg, job.name, parent_run_id, tags | made_by(record),
                            log_params=False, here=False)  # fmt: skip
         finish_run(cfg, run_id, "FINISHED")
-    report = next((j for j in jobs if j.variant is None), None)
-    if report is not None and states.get(report.name) in ("cached", "done"):
-        log_artifacts(cfg, parent_run_id, Path(report.dir) / "report")
+    for job in (j for j in jobs if states.get(j.name) in ("cached", "done")):
+        for folder in stage_spec(job.module).artifacts:
+            log_artifacts(cfg, parent_run_id, Path(job.dir) / folder)
     failed = any(s in ("failed", "blocked") for s in states.values())
     finish_run(cfg, parent_run_id, "FAILED" if failed else "FINISHED")

@@ -33,6 +33,7 @@ SPEC = StageSpec(
     # the model: the input's fingerprint; compile and batching change no number beyond rounding
     uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile", "eval.sdpa_first"),
     reported_as="eval_loss",
+    bundle="evals",
 )
 
 

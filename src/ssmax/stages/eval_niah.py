@@ -37,6 +37,7 @@ SPEC = StageSpec(
     ),  # fmt: skip
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
     reported_as="eval_niah",
+    bundle="evals",
 )
 
 

@@ -25,7 +25,9 @@ SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                  uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
                        "eval", "preset.hardware", "trainer.accelerator",
                        "trainer.cpu_isa"),
-                 files=("docs/results/verdict_seeds3-10.json",))  # fmt: skip
+                 files=("docs/results/verdict_seeds3-10.json",),
+                 # the pipeline's run: the report as its artifacts, its page's path at the end
+                 artifacts=("report",), shows="report_md", hosts_closer=True)  # fmt: skip
 
 
 def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
