@@ -28,7 +28,8 @@ from ssmax.pipeline import bundle as grouping
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.bundle import TRAIN, BundleJob, blocked_nodes, in_order, nodes_of
 from ssmax.pipeline.bundle_run import SeedWriter
-from ssmax.pipeline.run import NodeJob, plan
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import plan
 from ssmax.pipeline.stage_code import PACKAGE, stage_code
 from ssmax.stages.spec import stage_module, stage_spec
 from tests.conftest import make_cfg

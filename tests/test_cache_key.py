@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from ssmax.data.corpus import EMBEDDED_FILE
-from ssmax.pipeline.run import NodeJob, plan
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import plan
 
 REPO = Path(__file__).resolve().parents[1]
 # what the source finds beside src/ (configs, declarations, throughput table, corpus, the

@@ -121,7 +121,7 @@ def test_local_executor_runs_workers_side_by_side_and_inline_stages_here(
 
 
 _PRELOADED = """import importlib
-from ssmax.pipeline.executors import preload
+from ssmax.pipeline.local import preload
 for name in preload({'pretrain'}):
     importlib.import_module(name)"""
 

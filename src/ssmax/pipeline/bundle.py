@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config.compose import ConfigError
 from ssmax.data.corpus import is_streaming
 from ssmax.pipeline.fingerprint import fingerprint
-from ssmax.pipeline.run import NodeJob
+from ssmax.pipeline.job import NodeJob
 from ssmax.stages.spec import stage_spec
 
 # StageSpec.bundle: a bundle trains its nodes' seeds as one (ssmax.pipeline.bundle_run), or

@@ -43,7 +43,8 @@ from ssmax.lit.bundle import BundleHooks, BundleRun
 from ssmax.lit.bundle_checkpoint import sliced
 from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, data_state_path, tracks_system
 from ssmax.pipeline.bundle import TRAIN, BundleJob
-from ssmax.pipeline.run import NodeJob, close_node, open_node, pin_process
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import close_node, open_node, pin_process
 from ssmax.pipeline.state import read_done
 from ssmax.stages.context import StageContext
 from ssmax.stages.spec import stage_module, stage_spec
@@ -272,9 +273,11 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
         return {"wall_s": 0.0, "records": {}}
     cfgs = [OmegaConf.create(m.cfg_yaml) for m in members]
     pin_process(cfgs[0], job.threads)
-    trains, starts = [], []
+    trains, starts, tracked = [], [], []
     for member, cfg in zip(members, cfgs, strict=True):
-        train, data_start = seed_start(open_node(member, cfg, rank0=True), member.module)
+        ctx, node_run = open_node(member, cfg, rank0=True)  # its MLflow run: the logger's
+        tracked.append(node_run)
+        train, data_start = seed_start(ctx, member.module)
         atomic_write_text(Path(member.dir) / "config.yaml", OmegaConf.to_yaml(train, resolve=True))
         trains.append(train)
         starts.append(data_start)
@@ -296,9 +299,9 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
     wall = time.perf_counter() - start
     about = {"bundle": {"size": len(seeds), "seeds": seeds, "wall_s": round(wall, 3)}}
     records = {}
-    for i, (member, cfg) in enumerate(zip(members, cfgs, strict=True)):  # seed by seed
+    for i, member in enumerate(members):  # seed by seed
         outputs = writer.finish_seed(i, run)
-        records[member.name] = close_node(member, cfg, outputs, outputs["run_id"],
+        records[member.name] = close_node(member, tracked[i], outputs, outputs["run_id"],
                                           wall / len(seeds), extra=about)  # fmt: skip
     writer.remove_finished()
     return {"wall_s": round(time.perf_counter() - start, 3), "records": records}

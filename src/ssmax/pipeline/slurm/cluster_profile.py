@@ -14,7 +14,7 @@ from ssmax.pipeline.declaration import load
 from ssmax.stages.spec import stage_spec
 
 if TYPE_CHECKING:
-    from ssmax.pipeline.run import NodeJob
+    from ssmax.pipeline.job import NodeJob
 
 RESOURCE_KEYS = (
     "partition", "account", "qos", "timeout_min", "nodes", "gpus_per_node", "tasks_per_node",

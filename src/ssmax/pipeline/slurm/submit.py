@@ -12,7 +12,9 @@ from typing import Any
 import submitit
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.pipeline.run import NodeJob, close_pipeline_run, execute_node
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.mlflow_runs import close_pipeline_run
+from ssmax.pipeline.run import execute_node
 from ssmax.pipeline.slurm.cluster_profile import closer_resources, stage_resources
 from ssmax.pipeline.slurm.jobs import (
     ACTIVE,
