@@ -17,7 +17,7 @@ from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import only_keys, plan
 from ssmax.pipeline.stage_code import PACKAGE, module_file, no_result, stage_code
 from ssmax.stages.spec import stage_spec
-from ssmax.tracking import tracking_uri
+from ssmax.tracking.store import tracking_uri
 from tests.conftest import modules_after
 
 

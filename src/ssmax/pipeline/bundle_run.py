@@ -48,7 +48,7 @@ from ssmax.pipeline.run import close_node, open_node, pin_process
 from ssmax.pipeline.state import read_done
 from ssmax.stages.context import StageContext
 from ssmax.stages.spec import stage_module, stage_spec
-from ssmax.tracking import offline
+from ssmax.tracking.store import offline
 from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import SystemMetrics, store_log
 

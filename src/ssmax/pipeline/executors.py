@@ -22,7 +22,7 @@ from ssmax.pipeline.local import run_local
 from ssmax.pipeline.mlflow_runs import ParentRun
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.stages.spec import stage_spec
-from ssmax.tracking import ensure_experiment, is_server, tracking_uri
+from ssmax.tracking.store import ensure_experiment, is_server, tracking_uri
 from ssmax.tracking.ui import training_view
 
 IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns

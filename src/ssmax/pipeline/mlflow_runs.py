@@ -21,20 +21,17 @@ from omegaconf import DictConfig
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.state import write_pipeline_run
 from ssmax.stages.spec import stage_spec
-from ssmax.tracking import (
+from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS
+from ssmax.tracking.runs import (
     child_run,
     close_dead,
     finish_run,
-    folder_store,
     log_artifacts,
-    offline,
     set_tags,
     start_pipeline_run,
-    tracking_uri,
-    use_node_store,
 )
-from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS
 from ssmax.tracking.spool import finish_later
+from ssmax.tracking.store import folder_store, offline, tracking_uri, use_node_store
 from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import SystemMetrics, for_run
 

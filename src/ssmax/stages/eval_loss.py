@@ -23,7 +23,7 @@ from ssmax.host.compiling import compile_enabled
 from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
-from ssmax.tracking import log_metrics
+from ssmax.tracking.runs import log_metrics
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

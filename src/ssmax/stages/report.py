@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec, stage_spec
-from ssmax.tracking import offline
+from ssmax.tracking.store import offline
 from ssmax.tracking.sync import merge_nodes
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.stage_code)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
-from ssmax.tracking import child_run
+from ssmax.tracking.runs import child_run
 
 if TYPE_CHECKING:
     from pathlib import Path

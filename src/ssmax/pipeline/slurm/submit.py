@@ -28,7 +28,7 @@ from ssmax.pipeline.slurm.jobs import (
     read_book,
 )  # fmt: skip
 from ssmax.pipeline.snapshot import setup_lines, snapshot
-from ssmax.tracking import hand_run_to_job
+from ssmax.tracking.runs import hand_run_to_job
 
 Log = Callable[[str], None]
 
