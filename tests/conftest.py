@@ -44,7 +44,7 @@ def first_pipeline_run(cfg: DictConfig) -> tuple[MlflowClient, Run]:
     nodes (later runs of the same pipeline found them cached)."""
     from mlflow import MlflowClient
 
-    from ssmax.tracking import tracking_uri
+    from ssmax.tracking.store import tracking_uri
 
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)

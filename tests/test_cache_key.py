@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from ssmax.data.corpus import EMBEDDED_FILE
-from ssmax.pipeline.run import NodeJob, plan
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import plan
 
 REPO = Path(__file__).resolve().parents[1]
 # what the source finds beside src/ (configs, declarations, throughput table, corpus, the
@@ -149,7 +150,7 @@ def test_editing_code_that_shapes_no_result_reruns_nothing(
 ) -> None:
     # MLflow logging (tracking/, one of NO_RESULT), imported by most stages
     overrides, _ = cached
-    edit(tree, "tracking/__init__.py")
+    edit(tree, "tracking/runs.py")
     assert planned_to_run(tree, overrides) == set()
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from ssmax.tracking import default_store
+from ssmax.tracking.store import default_store
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 44  # picks the step of the mid-step kill and which checkpoint and export folder

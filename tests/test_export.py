@@ -424,7 +424,7 @@ def test_registered_versions_carry_their_stage_as_alias(smoke_pipeline: list[str
     from mlflow import MlflowClient
 
     from ssmax.pipeline.run import plan
-    from ssmax.tracking import tracking_uri
+    from ssmax.tracking.store import tracking_uri
 
     cfg, jobs = plan(smoke_pipeline)
     client = MlflowClient(tracking_uri(cfg))
@@ -458,8 +458,8 @@ def test_registered_version_loads_back_and_predicts(smoke_pipeline: list[str]) -
 
     from ssmax.pipeline.run import plan
     from ssmax.stages.context import load_model
-    from ssmax.tracking import tracking_uri
     from ssmax.tracking.models import logged_model_id
+    from ssmax.tracking.store import tracking_uri
 
     cfg, jobs = plan(smoke_pipeline)
     client = MlflowClient(tracking_uri(cfg))

@@ -13,8 +13,8 @@ from mlflow import MlflowClient
 
 from ssmax.lit.guards import TrainingDiverged
 from ssmax.lit.trainer import RUN_ID_FILE, train
-from ssmax.tracking import tracking_uri
 from ssmax.tracking.datasets import dataset_inputs
+from ssmax.tracking.store import tracking_uri
 from tests.conftest import make_cfg
 
 POISON = "trainer.callbacks=[{_target_:tests.faults.PoisonAt,step:15}]"

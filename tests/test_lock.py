@@ -40,7 +40,7 @@ def test_second_run_says_who_holds_the_folder(
 
 
 def _open_store(out: str, barrier: object) -> None:
-    from ssmax.tracking import ensure_experiment
+    from ssmax.tracking.store import ensure_experiment
 
     cfg = make_cfg("preset=smoke", f"paths.output_dir={out}")
     barrier.wait()  # type: ignore[attr-defined]
@@ -69,7 +69,7 @@ def _die_while_migrating(out: str) -> None:
 
     import mlflow.store.db.utils as db_utils
 
-    from ssmax.tracking import ensure_experiment
+    from ssmax.tracking.store import ensure_experiment
 
     db_utils._upgrade_db = lambda engine: os._exit(9)  # the fault: death mid-creation
     ensure_experiment(make_cfg("preset=smoke", f"paths.output_dir={out}"))
@@ -174,7 +174,12 @@ def test_exclusive_waits_for_the_holder_in_another_process(tmp_path: Path) -> No
 def test_an_experiment_made_before_its_kind_gets_it(tmp_path: Path) -> None:
     """An experiment of an older store (no mlflow.experimentKind) is given the model-training
     kind when a run opens it; the UI's sidebar link then says so (the browser test)."""
-    from ssmax.tracking import EXPERIMENT_KIND, create_sqlite_store, ensure_experiment, tracking_uri
+    from ssmax.tracking.store import (
+        EXPERIMENT_KIND,
+        create_sqlite_store,
+        ensure_experiment,
+        tracking_uri,
+    )
     from ssmax.tracking.ui import only_experiment
 
     cfg = make_cfg("preset=smoke", f"paths.output_dir={tmp_path}")
@@ -208,7 +213,7 @@ def test_a_store_copied_from_the_empty_one_equals_one_made_in_place(
     the same schema version, the same Default experiment (its own artifact folder, its time)."""
     import mlflow.store.db.utils as db_utils
 
-    from ssmax.tracking import create_sqlite_store, empty_store
+    from ssmax.tracking.store import create_sqlite_store, empty_store
 
     migrations = []
     upgrade = db_utils._upgrade_db

@@ -22,7 +22,6 @@ from ssmax.pipeline.run import plan
 from ssmax.pipeline.stage_code import no_result
 from ssmax.pipeline.state import node_dir, read_pipeline_run
 from ssmax.report.__main__ import main as report_main
-from ssmax.tracking import tracking_uri
 from ssmax.tracking.manifest import (
     NODE_KEYS,
     PIPELINE_TAGS,
@@ -32,6 +31,7 @@ from ssmax.tracking.manifest import (
     packages_sha,
     slurm_tags,
 )
+from ssmax.tracking.store import tracking_uri
 from tests.conftest import first_pipeline_run, modules_after
 
 OTHER_SHA = "0123456789ab"  # a package set no environment here has

@@ -11,7 +11,7 @@ from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.dag import build_dag, downstream
 from ssmax.pipeline.declaration import load
 from ssmax.pipeline.run import plan
-from ssmax.tracking import tracking_uri
+from ssmax.tracking.store import tracking_uri
 
 PAPER = load("paper")
 ALL_VARIANTS = PAPER.variants

@@ -20,7 +20,7 @@ from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.run import compose_pipeline, plan
 from ssmax.pipeline.slurm import node_states, read_book
-from ssmax.tracking import tracking_uri
+from ssmax.tracking.store import tracking_uri
 from tests.tracking_fixtures import (
     TrackingServer,
     assert_all_on_server,

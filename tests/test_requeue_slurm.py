@@ -22,7 +22,8 @@ from mlflow import MlflowClient
 
 from ssmax.lit.hold import held_marker
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.run import NodeJob, plan
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import plan
 from ssmax.pipeline.slurm import _folder, submit
 from tests.slurm_fixtures import SlurmCluster
 

@@ -17,7 +17,7 @@ from ssmax.pipeline.declaration import available, load
 from ssmax.pipeline.run import only_keys, plan
 from ssmax.pipeline.stage_code import PACKAGE, module_file, no_result, stage_code
 from ssmax.stages.spec import stage_spec
-from ssmax.tracking import tracking_uri
+from ssmax.tracking.store import tracking_uri
 from tests.conftest import modules_after
 
 
@@ -121,7 +121,7 @@ def test_local_executor_runs_workers_side_by_side_and_inline_stages_here(
 
 
 _PRELOADED = """import importlib
-from ssmax.pipeline.executors import preload
+from ssmax.pipeline.local import preload
 for name in preload({'pretrain'}):
     importlib.import_module(name)"""
 

@@ -20,7 +20,7 @@ from ssmax.lit.trainer import train
 from ssmax.pipeline.run import plan
 from ssmax.pipeline.stage_code import no_result
 from ssmax.report.system_table import node_rows
-from ssmax.tracking import default_store, tracking_uri
+from ssmax.tracking.store import default_store, tracking_uri
 from ssmax.tracking.system_metrics import STOP_WAIT_S, SystemMetrics, node_label
 from tests.conftest import make_cfg
 from tests.ddp_helpers import ROOT, RUN, free_port

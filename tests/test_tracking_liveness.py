@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from ssmax.tracking import close_dead, default_store
 from ssmax.tracking.client import Client
 from ssmax.tracking.liveness import (
     BOOT,
@@ -27,6 +26,8 @@ from ssmax.tracking.liveness import (
     pid_start,
     process_tags,
 )
+from ssmax.tracking.runs import close_dead
+from ssmax.tracking.store import default_store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ssmax.tracking import default_store
 from ssmax.tracking.client import Client, lost_race
+from ssmax.tracking.store import default_store
 from ssmax.tracking.ui import start_ui, stop_ui
 
 WORKERS = 8

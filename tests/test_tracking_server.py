@@ -263,7 +263,7 @@ def test_entry_without_logins_off_loopback_warns(
 def test_ui_off_loopback_warns(tmp_path: Path) -> None:
     """`python -m ssmax.tracking.ui --host 0.0.0.0` (the local viewer, never with logins):
     it serves, and says on stderr that anyone can; `make mlflow-ui` stays on 127.0.0.1."""
-    from ssmax.tracking import create_sqlite_store, default_store
+    from ssmax.tracking.store import create_sqlite_store, default_store
 
     create_sqlite_store(default_store(tmp_path), None)
     port = free_port("0.0.0.0")
@@ -294,7 +294,7 @@ def test_nodes_creating_the_experiment_at_once_share_it(
     from mlflow.exceptions import MlflowException
 
     from ssmax.config.compose import compose
-    from ssmax.tracking import ensure_experiment
+    from ssmax.tracking.store import ensure_experiment
 
     uri = tracking_server.uri
     cfg = compose(f"paths.output_dir={tmp_path}", f"tracking.tracking_uri={uri}",

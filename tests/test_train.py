@@ -12,7 +12,7 @@ from ssmax.data.sft_module import sft_datamodule
 from ssmax.lit.trainer import train
 from ssmax.model import inv_mean_log_n
 from ssmax.preflight.weights import read_weights
-from ssmax.tracking import tracking_uri
+from ssmax.tracking.store import tracking_uri
 from tests.conftest import make_cfg
 
 SCRATCH = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]

@@ -39,15 +39,10 @@ from ssmax.lit.resume import (
 )
 from ssmax.preflight.settings import validate
 from ssmax.preflight.weights import load_init
-from ssmax.tracking import (
-    ensure_experiment,
-    is_server,
-    log_config,
-    run_tags,
-    tracking_uri,
-)
 from ssmax.tracking.datasets import log_datasets
+from ssmax.tracking.runs import log_config, run_tags
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
+from ssmax.tracking.store import ensure_experiment, is_server, tracking_uri
 from ssmax.tracking.system_metrics_callback import NodeSystemMetrics
 
 RUN_ID_FILE = "mlflow_run_id"

@@ -21,8 +21,11 @@ from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
 from ssmax.pipeline.bundle import check_bundle
 from ssmax.pipeline.cost import format_costs, over_timeout, plan_costs
-from ssmax.pipeline.executors import Stopped, close_dead_runs, run_pipeline
-from ssmax.pipeline.run import NodeJob, abort_open_runs, compose_pipeline, plan
+from ssmax.pipeline.executors import run_pipeline
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.local import Stopped
+from ssmax.pipeline.mlflow_runs import abort_open_runs, close_dead_runs
+from ssmax.pipeline.run import compose_pipeline, plan
 from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
 from ssmax.pipeline.slurm import book_path, print_status
 from ssmax.pipeline.slurm.cluster_profile import check_cluster

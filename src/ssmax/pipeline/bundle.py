@@ -1,15 +1,15 @@
 """Seeds bundled (executor.bundle=K, issue 59): which to-run nodes go together, as one job.
 
-The training nodes (pretraining from scratch, (e) and (f)'s switch, SFT) of one stage and
-variant whose configs are equal but for the seed are grouped, up to K at a time in DAG order,
-into a BundleJob that an executor runs as one unit (ssmax.pipeline.bundle_run.execute_bundle:
-one ssmax.lit.bundle.BundleRun for all, each seed from its own inputs' weights and data
-position, then each seed's node folder, MLflow run and done record as its solo node writes
-them). A node
-stays solo where a bundle would not train it as its solo run does (why_solo), and a group of one
-is a solo node. The eval nodes (EVALS) are grouped the same way and evaluated seed after seed
-in one process (ssmax.pipeline.bundle_evals), once all their inputs are finished. Nothing here
-changes a node: its fingerprint, folder and record name are the planned ones, so a node cached
+The training nodes (of a stage whose SPEC says bundle="train": pretraining from scratch, (e)
+and (f)'s switch, SFT) of one stage and variant whose configs are equal but for the seed are
+grouped, up to K at a time in DAG order, into a BundleJob that an executor runs as one unit
+(ssmax.pipeline.bundle_run.execute_bundle: one ssmax.lit.bundle.BundleRun for all, each seed
+from its own inputs' weights and data position, then each seed's node folder, MLflow run and
+done record as its solo node writes them). A node stays solo where a bundle would not train it
+as its solo run does (why_solo), and a group of one is a solo node. The eval nodes
+(bundle="evals") are grouped the same way and evaluated seed after seed in one process
+(ssmax.pipeline.bundle_evals), once all their inputs are finished. Nothing here changes a
+node: its fingerprint, folder and record name are the planned ones, so a node cached
 stays cached whichever way it was made.
 
 "Equal but for the seed" is checked twice: the node's composed config without the keys that
@@ -29,12 +29,12 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config.compose import ConfigError
 from ssmax.data.corpus import is_streaming
 from ssmax.pipeline.fingerprint import fingerprint
-from ssmax.pipeline.run import NodeJob
+from ssmax.pipeline.job import NodeJob
 from ssmax.stages.spec import stage_spec
 
-BUNDLED = ("pretrain", "switch", "sft")  # stage modules whose nodes a bundle trains
-CORPUS = ("pretrain", "switch")  # of those, the ones that train on the pretraining corpus
-EVALS = ("eval_loss", "eval_niah")  # ... evaluates, seed after seed (ssmax.pipeline.bundle_evals)
+# StageSpec.bundle: a bundle trains its nodes' seeds as one (ssmax.pipeline.bundle_run), or
+# evaluates them seed after seed (ssmax.pipeline.bundle_evals)
+TRAIN, EVALS = "train", "evals"
 PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle_precision's
 SEED_KEYS = ("seed", "paths.run_dir", "run_name")  # a node's config keys that name its seed
 
@@ -96,9 +96,11 @@ def check_bundle(cfg: DictConfig) -> None:
 
 def why_solo(job: NodeJob, cfg: DictConfig) -> str | None:
     """Why a bundle would not train this node as its solo run does; None: it would."""
-    t = cfg.trainer
-    scratch = job.module == "pretrain"  # the others start from their one input's weights
-    if scratch and (job.input_dirs or cfg.init_from or cfg.variant.s_init == "inv_mean_log_n"):
+    t, spec = cfg.trainer, stage_spec(job.module)
+    # from scratch: no input (the DAG's first node of a variant); the others start from their
+    # one input's weights
+    scratch = not job.input_dirs
+    if scratch and (cfg.init_from or cfg.variant.s_init == "inv_mean_log_n"):
         return "it starts from other weights"
     if not scratch and len(job.input_dirs) != 1:
         return f"it reads {len(job.input_dirs)} nodes (a bundled seed starts from one)"
@@ -108,7 +110,9 @@ def why_solo(job: NodeJob, cfg: DictConfig) -> str | None:
         return "it trains on several devices"
     if str(t.precision) not in PRECISIONS:
         return f"trainer.precision={t.precision} (a bundle runs {', '.join(PRECISIONS)})"
-    if job.module in CORPUS and is_streaming(cfg.data) and not cfg.data.shards_dir:
+    # a stage that trains on the pretraining corpus (as ssmax.pipeline.fingerprint reads it)
+    corpus = "data:lm" in spec.reads
+    if corpus and is_streaming(cfg.data) and not cfg.data.shards_dir:
         return "its data is a stream, whose position only a Lightning run keeps"
     return None
 
@@ -144,10 +148,11 @@ def bundled(cfg: DictConfig, jobs: list[NodeJob], log: Any) -> list[NodeJob | Bu
     groups: dict[tuple[str, ...], list[NodeJob]] = {}
     folders: dict[tuple[str, ...], Path] = {}
     for job in jobs:
-        if job.module not in (*BUNDLED, *EVALS) or job.done is not None:
+        kind = stage_spec(job.module).bundle
+        if kind is None or job.done is not None:
             continue
         node_cfg = OmegaConf.create(job.cfg_yaml)
-        why = why_solo(job, node_cfg) if job.module in BUNDLED else None
+        why = why_solo(job, node_cfg) if kind == TRAIN else None
         if why:
             log(f"solo    {job.name}: not bundled, {why}")
             continue
@@ -207,7 +212,7 @@ def chunk(size: int, count: int, module: str, cfg: DictConfig) -> int:
     """Seeds a bundle of a group of `count` nodes takes: executor.bundle; for evals under the
     local executor no more than leaves each worker a bundle (evaluated one after another, a
     bundle of K seeds would put K workers' nodes side by side into one process)."""
-    if module not in EVALS or cfg.executor.kind != "local":
+    if stage_spec(module).bundle != EVALS or cfg.executor.kind != "local":
         return size
     return max(1, min(size, -(-count // int(cfg.executor.workers))))
 

@@ -2,10 +2,10 @@
 ssmax.lit.bundle.BundleRun, each seed's node written as its solo node writes it.
 
 - before: each member's folder opened as for a solo node (ssmax.pipeline.run.open_node), its
-  training config, the weights it starts from and where its data begins as its stage (pretrain,
-  switch or sft) gives them to ssmax.lit.trainer.train (seed_start), its MLflow run made or
-  reopened by the logger a solo run makes (ssmax.lit.trainer.build_logger: params, datasets,
-  tags, mlflow_run_id), tagged `bundle`;
+  training config, the weights it starts from and where its data begins as its stage (one
+  whose SPEC says bundle="train") gives them to ssmax.lit.trainer.train (seed_start), its
+  MLflow run made or reopened by the logger a solo run makes (ssmax.lit.trainer.build_logger:
+  params, datasets, tags, mlflow_run_id), tagged `bundle`;
 - while training (SeedWriter, the run's hooks): each seed's train/loss, train/lr,
   train/tokens_seen, train/tokens_per_s and its law's learned values at trainer.log_every_n_steps
   and val/loss at the steps a solo run logs them; at trainer.save_weights_at its
@@ -42,27 +42,25 @@ from ssmax.files.atomic import atomic_torch_save, atomic_write_json, atomic_writ
 from ssmax.lit.bundle import BundleHooks, BundleRun
 from ssmax.lit.bundle_checkpoint import sliced
 from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, data_state_path, tracks_system
-from ssmax.pipeline.bundle import BundleJob
-from ssmax.pipeline.run import NodeJob, close_node, open_node, pin_process
+from ssmax.pipeline.bundle import TRAIN, BundleJob
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import close_node, open_node, pin_process
 from ssmax.pipeline.state import read_done
-from ssmax.stages import pretrain, sft, switch
 from ssmax.stages.context import StageContext
-from ssmax.tracking import offline
+from ssmax.stages.spec import stage_module, stage_spec
+from ssmax.tracking.store import offline
 from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import SystemMetrics, store_log
 
-# each bundled stage's own train_start: a bundled seed trains as its solo node (ssmax.pipeline.
-# bundle.BUNDLED)
-STARTS = {"pretrain": pretrain.train_start, "switch": switch.train_start, "sft": sft.train_start}
-
 
 def seed_start(ctx: StageContext, module: str) -> tuple[DictConfig, str | None]:
-    """(training config, data_start) as the node's stage module (pretrain, switch or sft)
-    gives them to ssmax.lit.trainer.train (its train_start), paths absolute; the weights it
-    starts from in cfg.init_from."""
-    if module not in STARTS:
-        raise ValueError(f"a bundle trains {', '.join(STARTS)} nodes, not {module}")
-    cfg, data_start = STARTS[module](ctx)
+    """(training config, data_start) as the node's stage module (its SPEC: bundle="train")
+    gives them to ssmax.lit.trainer.train (its train_start: a bundled seed trains as its solo
+    node), paths absolute; the weights it starts from in cfg.init_from."""
+    if stage_spec(module).bundle != TRAIN:
+        raise ValueError(f"a bundle trains nodes of a stage whose SPEC says bundle={TRAIN!r}, "
+                         f"not {module}'s")  # fmt: skip
+    cfg, data_start = stage_module(module).train_start(ctx)
     absolute_paths(cfg)
     return cfg, data_start
 
@@ -191,8 +189,8 @@ class SeedWriter(BundleHooks):
         self.stop()
 
     def finish_seed(self, i: int, run: BundleRun) -> dict[str, Any]:
-        """Seed i's model.pt and its run's end; its outputs as its stage's (pretrain, switch,
-        sft: the same keys in the same order)."""
+        """Seed i's model.pt and its run's end; its outputs as its stage's (the same keys in
+        the same order: the stage's seed_outputs between weights and losses)."""
         cfg, directory = self.cfgs[i], self.dirs[i]
         atomic_torch_save(run.bundle.state_dict(i), directory / WEIGHTS_FILE)
         logger = self.loggers[i] if self.loggers else None
@@ -200,13 +198,7 @@ class SeedWriter(BundleHooks):
             logger.finalize("success")
             _drain(logger)
         outputs: dict[str, Any] = {"weights": str(directory / WEIGHTS_FILE)}
-        if self.module == "pretrain":
-            switch_step = int(cfg.trainer.save_weights_at[0])
-            switch = directory / f"model_step{switch_step}.pt"
-            outputs |= {"switch_point": str(switch), "switch_data": str(data_state_path(switch)),
-                        "switch_step": switch_step}  # fmt: skip
-        if self.module != "sft":
-            outputs["steps"] = int(cfg.trainer.pretrain.max_steps)
+        outputs |= stage_module(self.module).seed_outputs(cfg, directory)
         return outputs | {
             "train_loss": run.last_batch[i].item() if run.last_batch is not None else None,
             "val_loss": float(run.val[run.total][i]),
@@ -281,9 +273,11 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
         return {"wall_s": 0.0, "records": {}}
     cfgs = [OmegaConf.create(m.cfg_yaml) for m in members]
     pin_process(cfgs[0], job.threads)
-    trains, starts = [], []
+    trains, starts, tracked = [], [], []
     for member, cfg in zip(members, cfgs, strict=True):
-        train, data_start = seed_start(open_node(member, cfg, rank0=True), member.module)
+        ctx, node_run = open_node(member, cfg, rank0=True)  # its MLflow run: the logger's
+        tracked.append(node_run)
+        train, data_start = seed_start(ctx, member.module)
         atomic_write_text(Path(member.dir) / "config.yaml", OmegaConf.to_yaml(train, resolve=True))
         trains.append(train)
         starts.append(data_start)
@@ -305,9 +299,9 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
     wall = time.perf_counter() - start
     about = {"bundle": {"size": len(seeds), "seeds": seeds, "wall_s": round(wall, 3)}}
     records = {}
-    for i, (member, cfg) in enumerate(zip(members, cfgs, strict=True)):  # seed by seed
+    for i, member in enumerate(members):  # seed by seed
         outputs = writer.finish_seed(i, run)
-        records[member.name] = close_node(member, cfg, outputs, outputs["run_id"],
+        records[member.name] = close_node(member, tracked[i], outputs, outputs["run_id"],
                                           wall / len(seeds), extra=about)  # fmt: skip
     writer.remove_finished()
     return {"wall_s": round(time.perf_counter() - start, 3), "records": records}

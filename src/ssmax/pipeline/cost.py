@@ -18,7 +18,6 @@ with the local executor's workers.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import statistics
@@ -29,9 +28,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.pipeline import measured
-from ssmax.pipeline.run import NodeJob
+from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.slurm import stage_resources
 from ssmax.stages.costing import StageCost, per_token
+from ssmax.stages.spec import stage_module
 
 SHARD_BYTES = 2  # per token in uint16 shards
 CostFunction = Callable[[DictConfig, str, list[str]], StageCost]
@@ -79,7 +79,7 @@ class NodeCost:
 def stage_cost(module: str) -> CostFunction | None:
     """The cost function a stage module declares beside its SPEC (ssmax.stages.<module>.cost);
     None where it declares none."""
-    return getattr(importlib.import_module(f"ssmax.stages.{module}"), "cost", None)
+    return getattr(stage_module(module), "cost", None)
 
 
 def node_cost(
@@ -287,7 +287,7 @@ def scheduled_hours(costs: list[NodeCost], throughput: float, workers: int) -> f
     inputs are done and a slot is free, in its order (the heaviest remaining chain first);
     nodes that take no time (inline) take no slot."""
     own = {c.name: c.wall_hours(throughput) for c in costs}
-    remaining = downstream_flops(costs)  # the executor's order (executors.run_local)
+    remaining = downstream_flops(costs)  # the executor's order (local.run_local)
     finish = {i: 0.0 for c in costs for i in c.inputs if i not in own}  # outside the plan
     running: dict[str, float] = {}
     pending, now, started = sorted(costs, key=lambda c: -remaining[c.name]), 0.0, True
@@ -324,7 +324,7 @@ def rate_lines(base: DictConfig, costs: list[NodeCost], throughput: float) -> li
                          f"(cost.cpu_flops, the tiny preset's on 2 Xeon cores); after one seed "
                          "has finished here, its nodes' wall times")  # fmt: skip
         return lines
-    for kind, label in (("train", "training"), ("eval_loss", "Fig. 5 loss"), ("niah", "NIAH")):
+    for kind, label in measured.LABELS.items():
         nodes = [n for n in costs if n.kind == kind and n.seconds is None]
         rates = {n.rate for n in nodes if n.rate}
         for rate in sorted(rates, key=lambda r: r.device):

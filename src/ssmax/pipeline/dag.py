@@ -16,7 +16,7 @@ from ssmax.pipeline.declaration import START, Declaration
 @dataclass(frozen=True)
 class Node:
     stage: str
-    variant: str | None  # None for the report
+    variant: str | None  # None for the last node (the declaration's final_stage)
     seed: int | None
     inputs: tuple[str, ...] = field(default=())
 
@@ -36,7 +36,7 @@ def build_dag(decl: Declaration, variants: list[str], seeds: list[int]) -> dict[
     order = registry.with_starts(variants)
     nodes: list[Node] = []
     leaves: list[str] = []
-    reads = list(decl.report["reads"])
+    reads = decl.final_reads
     for seed in seeds:
         for variant in order:
             facts = registry.facts(variant)
@@ -60,13 +60,14 @@ def build_dag(decl: Declaration, variants: list[str], seeds: list[int]) -> dict[
                     names[stage] = node.name
                     nodes.append(node)
                     built.add(node.name)
-            if decl.export:  # after training: the variant's models, whichever it has
-                read = [names[s] for s in decl.export["reads"] if s in names]
-                node = Node(str(decl.export["stage"]), variant, seed, tuple(read))
+            after = decl.after_training
+            if after:  # after training: the variant's models, whichever it has
+                read = [names[s] for s in after["reads"] if s in names]
+                node = Node(str(after["stage"]), variant, seed, tuple(read))
                 names[node.stage] = node.name
                 nodes.append(node)
             leaves += [names[s] for s in reads if s in names]
-    nodes.append(Node(decl.report_stage, None, None, tuple(leaves)))
+    nodes.append(Node(decl.final_stage, None, None, tuple(leaves)))
     return {n.name: n for n in nodes}
 
 

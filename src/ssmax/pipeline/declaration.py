@@ -35,9 +35,22 @@ class Declaration:
     # the variant has (every variant has its start; those with evals their chain too)
     export: dict[str, object] | None = None
 
+    # The engine reads the two sections below through these, under the names of their roles:
+    # the YAML's keys are the language's, whichever stage each names.
     @property
-    def report_stage(self) -> str:
+    def final_stage(self) -> str:
+        """The stage of the pipeline's one last node, which reads every variant's (`report:`)."""
         return str(self.report["stage"])
+
+    @property
+    def final_reads(self) -> list[str]:
+        """The stages (or "start") whose nodes of every variant and seed the last node reads."""
+        return [str(s) for s in self.report["reads"]]
+
+    @property
+    def after_training(self) -> dict[str, object] | None:
+        """One node per variant and seed after its training (`export:`): stage, reads."""
+        return self.export
 
 
 def available() -> list[str]:
@@ -65,10 +78,11 @@ def load(name: str) -> Declaration:
 
 def _check(decl: Declaration, path: Path) -> None:
     stages = set(decl.stages)
-    named = [*decl.start.values(), *decl.chain, decl.report_stage]
-    reads = [*decl.chain.values(), *decl.report["reads"]]
-    if decl.export:
-        named, reads = [*named, decl.export["stage"]], [*reads, *decl.export["reads"]]
+    named = [*decl.start.values(), *decl.chain, decl.final_stage]
+    reads = [*decl.chain.values(), *decl.final_reads]
+    after = decl.after_training
+    if after:
+        named, reads = [*named, after["stage"]], [*reads, *after["reads"]]
     bad = [s for s in named if s not in stages]
     bad += [s for s in reads if s not in stages | {START}]
     if bad:

@@ -1,353 +1,31 @@
-"""Executors: the same NodeJobs in this process, in local worker processes side by side, or as
-SLURM jobs (ssmax.pipeline.slurm), behind one interface, and the one runner over them.
+"""Executors: the same NodeJobs in this process (ssmax.pipeline.inprocess), in local worker
+processes side by side (ssmax.pipeline.local), or as SLURM jobs (ssmax.pipeline.slurm), behind
+one interface, and the one runner over them.
 
 An executor is called as executor(jobs, cfg, log, parent) and returns {node name: state},
 state one of cached | done | failed | blocked (an input failed, so the node did not run), or
 queued | running for SLURM jobs it did not wait for (executor.wait=false). `parent` is the
-invocation's MLflow run (ssmax.pipeline.run.ParentRun): the nodes' runs are its children.
+invocation's MLflow run (ssmax.pipeline.mlflow_runs.ParentRun): the nodes' runs are its children.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.connection
-import multiprocessing.forkserver
-import os
-import signal
-import sys
-import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.config.compose import ConfigError
-from ssmax.pipeline.bundle import (
-    EVALS,
-    BundleJob,
-    blocked_nodes,
-    bundled,
-    nodes_of,
-    settle,
-    time_limit,
-)
-from ssmax.pipeline.bundle_evals import execute_evals
+from ssmax.pipeline.bundle import bundled
 from ssmax.pipeline.cost import downstream_flops, plan_costs
-from ssmax.pipeline.run import NodeJob, ParentRun, execute_node
+from ssmax.pipeline.inprocess import FINISHED, Log, run_inprocess
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.local import run_local
+from ssmax.pipeline.mlflow_runs import ParentRun
 from ssmax.pipeline.slurm import run_slurm
-from ssmax.pipeline.snapshot import snapshot
-from ssmax.pipeline.stage_code import stage_code
-from ssmax.tracking import close_dead, ensure_experiment, folder_store, is_server, tracking_uri
-from ssmax.tracking.manifest import COMMIT_ENV, git_commit
-from ssmax.tracking.spool import KEPT, end_open_spools
+from ssmax.stages.spec import stage_spec
+from ssmax.tracking.store import ensure_experiment, is_server, tracking_uri
 from ssmax.tracking.ui import training_view
 
-Log = Callable[[str], None]
-FINISHED = ("cached", "done")
-# what a worker runs for a bundle beyond its stage's code (preloaded by the forkserver)
-BUNDLE_MODULES = ["ssmax.pipeline.bundle_run", "ssmax.lit.bundle"]
 IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command returns
-
-
-def close_dead_runs(cfg: DictConfig, log: Log) -> None:
-    """The folder's runs left RUNNING by processes that are gone (a crash, workers killed),
-    closed (ssmax.tracking.liveness), said in one line."""
-    if not cfg.tracking.enabled:
-        return
-    line = close_dead(folder_store(cfg), cfg.paths.output_dir)
-    if line:
-        log(line)
-
-
-Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bundle)
-
-
-def execute(job: Job) -> dict[str, Any]:
-    """Run a node (its done record) or a bundle ({"wall_s", "records": node -> record})."""
-    if isinstance(job, BundleJob) and job.module in EVALS:
-        return execute_evals(job)
-    if isinstance(job, BundleJob):
-        # lazy: Lightning and the bundle's training, only where a bundle runs (a worker)
-        from ssmax.pipeline.bundle_run import execute_bundle
-
-        return execute_bundle(job)
-    return execute_node(job)
-
-
-def _adopt(jobs: list[Job], parent: ParentRun) -> None:
-    run_id = parent.id()
-    for job in jobs:
-        for node in nodes_of(job):
-            node.parent_run_id = run_id
-
-
-def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
-    _adopt(jobs, parent)
-    states: dict[str, str] = {}
-    for job in jobs:  # inputs come first
-        cut, whole = blocked_nodes(job, states)  # a bundle goes on without its blocked seeds
-        states |= cut
-        if job.done is not None:
-            states[job.name] = "cached"
-        elif not whole:
-            log(f"run     {job.name}")
-            try:
-                record = execute(job)
-            except ConfigError as err:  # bad input found only once its data is built: one line
-                log(f"FAILED  {job.name}: {err}")
-                states |= settle(job, "failed")
-            except Exception:  # one node's failure must not lose the others' work
-                log(f"FAILED  {job.name}\n{traceback.format_exc(limit=-3)}")
-                states |= settle(job, "failed")
-            else:
-                states |= settle(job, "done")
-                log(f"done    {job.name} ({record['wall_s']:.1f} s)")
-    return states
-
-
-def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
-    """Up to executor.workers nodes at once, each in its own process; a node starts as soon as
-    its inputs are finished. Workers fork from a server that has imported what the stages run
-    once (multiprocessing's forkserver; preload): a fresh interpreter per node costs seconds
-    (measured: docs/pipeline.md, "Measured").
-    Inline stages (no compute) run in this process. A node's output goes to its log file.
-    With executor.snapshot the nodes import the code as planned (_serve, _imports_from)."""
-    context = multiprocessing.get_context("forkserver")
-    todo = {job.module for job in jobs if job.done is None and not job.inline}
-    frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
-    # an eval bundle needs nothing more: bundle_evals comes with this module (the workers' entry)
-    training = any(isinstance(j, BundleJob) and j.module not in EVALS for j in jobs)
-    extra = BUNDLE_MODULES if training else []
-    with _imports_from(frozen):
-        if todo:  # the server imports while this process opens the MLflow run, orders nodes
-            _serve(context, preload(todo) + extra, frozen)
-        return _schedule(jobs, cfg, log, parent, context)
-
-
-def _schedule(
-    jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun, context: Any
-) -> dict[str, str]:
-    _adopt(jobs, parent)
-    workers = int(cfg.executor.workers)
-    timeout_s = 60 * float(cfg.executor.timeout_min)
-    threads = max(1, (len(os.sched_getaffinity(0)) // workers))
-    logs = Path(cfg.paths.output_dir) / "pipeline" / "logs"
-    states = {job.name: "cached" for job in jobs if job.done is not None}
-    pending = [job for job in jobs if job.name not in states]
-    # Longest remaining path first: the long pretrainings start before short evals that wait
-    # on nothing (in DAG order, (c) and (d) would pretrain only after (a)'s and (b)'s evals).
-    pending.sort(key=lambda job: -job.remaining)
-    running: dict[str, _Worker] = {}
-    before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans
-    try:
-        while pending or running:
-            for job in list(pending):
-                cut, whole = blocked_nodes(job, states)  # a bundle goes on without those
-                states |= cut
-                ready = all(states.get(i) in FINISHED for i in job.input_dirs)
-                if whole:
-                    pending.remove(job)
-                elif ready and job.inline:
-                    pending.remove(job)  # no worker to start
-                    states |= run_inprocess([job], cfg, log, parent)
-                elif ready and len(running) < workers:
-                    job.threads = threads
-                    running[job.name] = _Worker(context, job, logs)
-                    pending.remove(job)
-                    log(f"run     {job.name} (pid {running[job.name].process.pid})")
-            multiprocessing.connection.wait([w.process.sentinel for w in running.values()], 0.2)
-            for name, worker in list(running.items()):
-                state, detail = worker.poll(timeout_s)
-                if state is None:
-                    continue
-                del running[name]
-                states |= settle(worker.job, state)
-                if state == "done":
-                    log(f"done    {name} ({detail['wall_s']:.1f} s)")
-                else:
-                    log(f"FAILED  {name}: {detail} (log: {worker.log_path})")
-                for line in worker.kept_lines():
-                    log(f"kept    {name}: {line}")
-    finally:  # interrupted: no orphan keeps training, and none of their runs stays RUNNING
-        for worker in running.values():
-            worker.process.kill()
-        for worker in running.values():
-            worker.process.join(timeout=60)
-        if running:
-            try:
-                close_dead_runs(cfg, log)  # the killed workers'
-            except Exception as err:  # noqa: BLE001 - the stop goes on; the next run closes them
-                log(f"the killed workers' runs stay open until the next run: {err}")
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-    return states
-
-
-_SERVED: dict[str, str | None] = {"code": None}  # what the running forkserver imports
-
-
-@contextmanager
-def _imports_from(frozen: Path | None) -> Iterator[None]:
-    """This process's imports from now on, and its workers' (they take its sys.path), find the
-    snapshot's modules first: sys.path leads to the copy's src/ (for the namespace package
-    ssmax), and every ssmax package already imported searches the copy's folder before its
-    own (its __path__), so a late import (an inline node's here; in a worker, one its
-    forkserver did not preload) comes from the copy. Modules already imported stay as they
-    are: they were read from the checkout as it was when the run started. Put back after."""
-    if frozen is None:
-        yield
-        return
-    entry = str(frozen / "src")
-    sys.path.insert(0, entry)
-    led: list[tuple[list[str], str]] = []
-    for name, module in list(sys.modules.items()):
-        path = getattr(module, "__path__", None)
-        copy = frozen / "src" / name.replace(".", "/")
-        if name.startswith("ssmax.") and isinstance(path, list) and copy.is_dir():
-            path.insert(0, str(copy))
-            led.append((path, str(copy)))
-    try:
-        yield
-    finally:
-        for path, copy in led:
-            if copy in path:
-                path.remove(copy)
-        if entry in sys.path:
-            sys.path.remove(entry)
-
-
-def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
-    """The forkserver the workers fork from, importing `modules` from `frozen`'s src/ (the
-    code as planned, ssmax.pipeline.snapshot: an edit of the checkout while the run goes
-    reaches no worker, not even a module one imports late) or, without it, from the checkout.
-    One per process, kept across runs of the same code; restarted for other code."""
-    # the snapshot's content digest and the commit the records name (the copy is no
-    # repository: manifest.git_commit reads it from COMMIT_ENV)
-    code = f"{frozen.name}@{git_commit()}" if frozen else None
-    server = multiprocessing.forkserver._forkserver
-    if server._forkserver_pid is not None and _SERVED["code"] != code:
-        server._stop()  # it serves other code (a private API of CPython, 3.11 to 3.13)
-    context.set_forkserver_preload([*modules, __name__])  # __name__: the workers' entry, _work
-    saved = {key: os.environ.get(key) for key in ("PYTHONPATH", COMMIT_ENV)}
-    if frozen:  # the server starts with it, so its imports, late ones too, find the copy first
-        path = os.pathsep.join(filter(None, [str(frozen / "src"), saved["PYTHONPATH"]]))
-        os.environ |= {"PYTHONPATH": path, COMMIT_ENV: git_commit()}
-    try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    _SERVED["code"] = code
-
-
-class Stopped(SystemExit):
-    """SIGTERM or SIGHUP, as Ctrl-C is KeyboardInterrupt: the runs it ends are KILLED."""
-
-
-def _stops_as_exit() -> dict[int, Any]:
-    """SIGTERM and SIGHUP raise Stopped(128 + signal) here, as Ctrl-C raises
-    KeyboardInterrupt: their default ends the process at once, without its finally blocks, and
-    the workers (forked by the forkserver, not by this process) would train on. The handlers
-    that were in place, to put back."""
-
-    def stop(signum: int, frame: object) -> None:
-        raise Stopped(128 + signum)
-
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-
-
-def preload(stages: set[str]) -> list[str]:
-    """What a worker would import to run a node of these stage modules: the runner, MLflow and
-    its sqlite store (seconds to import: every node opens its MLflow run), and every module the
-    stages run (their code, function-level imports included: Lightning comes with training's,
-    not with the stage module itself)."""
-    code = {f for stage in stages for f in stage_code(stage)}
-    names = {"ssmax." + f.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-             for f in code}  # fmt: skip
-    mlflow = ["mlflow", "mlflow.store.tracking.sqlalchemy_store"]
-    return ["ssmax.pipeline.run", "ssmax.tracking", *mlflow, *sorted(names)]
-
-
-class _Worker:
-    """One node in a forked process; its result comes back over a pipe."""
-
-    def __init__(self, context: Any, job: Job, logs: Path) -> None:
-        self.job = job
-        logs.mkdir(parents=True, exist_ok=True)
-        self.log_path = logs / f"{job.name.replace('/', '.')}.log"
-        self.conn, child = context.Pipe(duplex=False)
-        login = tracking_login()  # in memory only: never in the job, its log or a file
-        self.process = context.Process(target=_work, args=(job, str(self.log_path), child, login))
-        self.start = time.monotonic()
-        self.process.start()
-        child.close()
-
-    def kept_lines(self) -> list[str]:
-        """The node's line on MLflow records kept for a server that was away, from its log."""
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return [line for line in text.splitlines() if KEPT in line]
-
-    def poll(self, timeout_s: float) -> tuple[str | None, Any]:
-        """(None, None) while running; else (done, record) or (failed, reason)."""
-        if self.conn.poll():
-            try:
-                state, detail = self.conn.recv()
-            except EOFError:
-                state, detail = "failed", "the worker ended without a result"
-            self.process.join()
-            return state, detail
-        if not self.process.is_alive():
-            return "failed", f"the worker exited with code {self.process.exitcode}"
-        limit = time_limit(self.job, timeout_s)  # a bundle: its seeds' limits together
-        if time.monotonic() - self.start > limit:
-            self.process.kill()
-            self.process.join()
-            said = f"executor.timeout_min={timeout_s / 60:g}"
-            if isinstance(self.job, BundleJob):
-                said += f" x {len(self.job.members)} seeds"
-            return "failed", f"timed out after {said}"
-        return None, None
-
-
-LOGIN_VARIABLES = ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
-
-
-def tracking_login() -> dict[str, str]:
-    """The tracking server's login in this process's environment now (ssmax.tracking.auth)."""
-    return {name: os.environ[name] for name in LOGIN_VARIABLES if name in os.environ}
-
-
-def _work(job: Job, log_path: str, conn: Any, login: dict[str, str]) -> None:
-    """The worker: output to the node's log file, the record (or the error's last line) back.
-    It logs in as the pipeline does now: the forkserver it forks from keeps the environment
-    it started with, which may be older (a process that ran a pipeline, then logged in)."""
-    for name in LOGIN_VARIABLES:
-        os.environ.pop(name, None)
-    os.environ.update(login)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    try:
-        record = execute(job)
-    except BaseException as err:  # noqa: BLE001 - reported to the parent, which decides
-        traceback.print_exc()
-        conn.send(("failed", (str(err).strip().splitlines() or [type(err).__name__])[-1]))
-    else:
-        conn.send(("done", record))
-    finally:
-        end_open_spools()  # its line on what stays for later: the fork's exit skips atexit
-        sys.stdout.flush()
-        sys.stderr.flush()
-        conn.close()
 
 
 EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
@@ -374,9 +52,10 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     counts = {s: list(states.values()).count(s) for s in ("cached", "done", "failed", "blocked")}
     log(f"\n{len(jobs)} nodes: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     log(f"wall time: {time.perf_counter() - start:.1f} s")
-    report = next((j for j in jobs if j.variant is None), None)
-    if report is not None and states.get(report.name) in FINISHED:
-        log(f"report: {report.done['outputs']['report_md']}")
+    for job in jobs:  # what a stage declares it shows (StageSpec.shows): the report's page
+        shows = stage_spec(job.module).shows
+        if shows and states.get(job.name) in FINISHED:
+            log(f"{job.stage}: {job.done['outputs'][shows]}")
     uri, tracked = tracking_uri(cfg), cfg.tracking.enabled
     if tracked and is_server(uri):  # the experiment: this run's, else (SLURM's) asked once
         log(f"browse: open {training_view(uri, parent.experiment_id or ensure_experiment(cfg))}")

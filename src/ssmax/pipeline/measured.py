@@ -27,6 +27,7 @@ from ssmax.files.flock import exclusive
 
 DEFAULT_FILE = Path(__file__).resolve().parents[3] / "bench" / "throughput.json"
 KINDS = {"train": "tokens/s", "eval_loss": "s/sequence", "niah": "s/sample"}
+LABELS = {"train": "training", "eval_loss": "Fig. 5 loss", "niah": "NIAH"}  # in `make plan`
 
 
 @dataclass(frozen=True)

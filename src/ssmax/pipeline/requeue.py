@@ -22,7 +22,8 @@ from submitit.core.utils import DelayedSubmission
 from submitit.helpers import Checkpointable
 
 from ssmax.lit.resume import DeferredSignal
-from ssmax.pipeline.run import NodeJob, execute_node
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.run import execute_node
 
 
 class RequeueLimitError(RuntimeError):

@@ -2,17 +2,15 @@
 
 ``plan`` is pure: it composes each node's config and fingerprint and looks for done-markers.
 ``execute_node`` runs one node from a picklable NodeJob: the same call in process, in a local
-subprocess or in a cluster job. ``ssmax.pipeline.executors.run_pipeline`` runs the planned
-nodes with an executor under one MLflow run (ParentRun, here).
+subprocess or in a cluster job, its MLflow run opened and ended by
+ssmax.pipeline.mlflow_runs.NodeRun. ``ssmax.pipeline.executors.run_pipeline`` runs the planned
+nodes with an executor under one MLflow run (ssmax.pipeline.mlflow_runs.ParentRun).
 """
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import time
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,59 +25,21 @@ from ssmax.host.ranks import global_rank
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
 from ssmax.pipeline.fingerprint import fingerprint
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.mlflow_runs import NodeRun
 from ssmax.pipeline.state import (
     module_of,
     node_dir,
-    read_done,
     read_record,
     write_done,
-    write_pipeline_run,
 )
 from ssmax.preflight.input_files import check_inputs
 from ssmax.preflight.memory import check_eval_memory
 from ssmax.preflight.overrides import keys_named_first
 from ssmax.preflight.settings import validate
 from ssmax.stages.context import StageContext
-from ssmax.stages.spec import COMMON_USES, stage_spec
-from ssmax.tracking import (
-    child_run,
-    finish_run,
-    log_artifacts,
-    offline,
-    set_tags,
-    start_pipeline_run,
-    tracking_uri,
-    use_node_store,
-)
-from ssmax.tracking.manifest import NODE_KEYS, SLURM_KEYS, git_commit, node_tags
-from ssmax.tracking.spool import finish_later
-from ssmax.tracking.sync import merge_nodes
-from ssmax.tracking.system_metrics import for_run
-
-
-@dataclass
-class NodeJob:
-    """Everything a worker needs to run one node (picklable, paths absolute)."""
-
-    name: str
-    stage: str
-    module: str  # in ssmax.stages
-    trains: bool  # the stage makes its own MLflow run and checkpoints
-    inline: bool  # no compute: the local executor runs it in its own process
-    variant: str | None
-    seed: int | None
-    cfg_yaml: str
-    fingerprint: str
-    dir: str
-    input_dirs: dict[str, str]
-    parent_run_id: str | None = None
-    threads: int | None = None  # torch threads for this node (parallel local workers share cores)
-    flops: float | None = None  # what plan counts for it (set by the executor; kept in done.json)
-    remaining: float = 0.0  # its FLOPs and the heaviest chain waiting on it (the local order)
-
-    @property
-    def done(self) -> dict[str, Any] | None:
-        return read_done(Path(self.dir), self.fingerprint)
+from ssmax.stages.spec import COMMON_USES, stage_module, stage_spec
+from ssmax.tracking.manifest import git_commit, node_tags
 
 
 def only_keys(cfg: DictConfig, keys: tuple[str, ...]) -> DictConfig:
@@ -93,12 +53,6 @@ def only_keys(cfg: DictConfig, keys: tuple[str, ...]) -> DictConfig:
             OmegaConf.update(out, key, value, force_add=True)
     OmegaConf.set_struct(out, True)
     return out
-
-
-def _finish_later(cfg: DictConfig, directory: Path, run_id: str, job: NodeJob) -> bool:
-    """A training run whose tracking server was away when it ended is finished behind its
-    pending metrics (ssmax.tracking.spool), not by a call that would wait minutes for it."""
-    return finish_later(directory, tracking_uri(cfg), run_id, "FINISHED", _tags(job))
 
 
 def compose_pipeline(overrides: list[str]) -> DictConfig:
@@ -201,27 +155,19 @@ def execute_node(job: NodeJob, extra: dict[str, Any] | None = None) -> dict[str,
     cfg = OmegaConf.create(job.cfg_yaml)
     pin_process(cfg, job.threads)
     rank0 = global_rank() == 0
-    ctx = open_node(job, cfg, rank0)
-    directory, run_id = ctx.out_dir, ctx.run_id
+    ctx, tracked = open_node(job, cfg, rank0)
     start = time.perf_counter()
-    module = importlib.import_module(f"ssmax.stages.{job.module}")
-    monitor = for_run(cfg, run_id) if run_id else None  # training: its logger's own
+    module = stage_module(job.module)
+    tracked.watch()
     try:
         outputs = module.run(ctx)
     except BaseException as err:
-        if monitor:
-            monitor.stop()
-        if run_id:
-            finish_run(cfg, run_id, "FAILED")
+        tracked.failed(err)
         if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
-            if offline(cfg):  # its failed run, before its folder may go
-                merge_nodes(cfg.paths.output_dir, directory)
-            discard_unresumable(directory)
+            discard_unresumable(ctx.out_dir)
         raise
-    if monitor:
-        monitor.stop()
-    return close_node(job, cfg, outputs, outputs.get("run_id", run_id),
-                      time.perf_counter() - start, rank0, extra)  # fmt: skip
+    return close_node(job, tracked, outputs, outputs.get("run_id", ctx.run_id),
+                      time.perf_counter() - start, extra)  # fmt: skip
 
 
 def pin_process(cfg: DictConfig, threads: int | None) -> None:
@@ -234,19 +180,16 @@ def pin_process(cfg: DictConfig, threads: int | None) -> None:
         torch.set_num_threads(1 if isa else threads)
 
 
-def open_node(job: NodeJob, cfg: DictConfig, rank0: bool) -> StageContext:
-    """The node's folder (rank 0: made, config.yaml written), its MLflow run (a child of the
-    pipeline's; training's comes from its logger) and its inputs' records: what its stage
-    runs with. cfg (the node's) takes the pipeline's run as parent, and offline its own store."""
+def open_node(job: NodeJob, cfg: DictConfig, rank0: bool) -> tuple[StageContext, NodeRun]:
+    """The node's folder (rank 0: made, config.yaml written), its inputs' records and its
+    MLflow run (NodeRun.open: a child of the pipeline's; training's comes from its logger):
+    what its stage runs with, and its run to end (close_node)."""
     directory = Path(job.dir)
     if rank0:
         directory.mkdir(parents=True, exist_ok=True)
         # what an attempt killed mid-write left (the node's folder is this process's now)
         remove_temporaries(directory)
         (directory / "config.yaml").write_text(job.cfg_yaml)
-    cfg.tracking.parent_run_id = job.parent_run_id
-    if offline(cfg):  # a store of its own: no network, no sqlite file shared over network disk
-        use_node_store(cfg, directory)
     inputs, fingerprints, modules = {}, {}, {}
     for name, input_dir in job.input_dirs.items():
         record = read_record(Path(input_dir))
@@ -255,29 +198,23 @@ def open_node(job: NodeJob, cfg: DictConfig, rank0: bool) -> StageContext:
         inputs[name] = record["outputs"]
         fingerprints[name] = str(record["fingerprint"])
         modules[name] = module_of(record)
-    # training makes its own MLflow run (rank 0's logger)
-    tracked = rank0 and not job.trains and bool(cfg.tracking.enabled)
-    run_id = child_run(cfg, job.name, job.parent_run_id, _tags(job)) if tracked else None
-    if rank0 and job.trains and cfg.tracking.enabled and job.parent_run_id:
-        adopt_resumed_run(cfg, directory, job.parent_run_id)
+    tracked = NodeRun.open(job, cfg, rank0)  # cfg: the pipeline's run as parent, its store
     stage_cfg = cfg
     if cfg.pipeline.strict_reads:  # the stage sees only what it declares
         spec = stage_spec(job.module)
         stage_cfg = only_keys(cfg, (*spec.reads, *spec.uses, *COMMON_USES))
-    return StageContext(job.name, job.stage, stage_cfg, directory, inputs, run_id, _tags(job),
-                        fingerprints, {n: Path(d) for n, d in job.input_dirs.items()},
-                        modules)  # fmt: skip
+    ctx = StageContext(job.name, job.stage, stage_cfg, directory, inputs, tracked.run_id,
+                       tracked.tags, fingerprints, {n: Path(d) for n, d in job.input_dirs.items()},
+                       modules)  # fmt: skip
+    return ctx, tracked
 
 
-def close_node(job: NodeJob, cfg: DictConfig, outputs: dict[str, Any], run_id: str | None,
-               wall_s: float, rank0: bool = True, extra: dict[str, Any] | None = None,
-               ) -> dict[str, Any]:  # fmt: skip
-    """A node's end: its MLflow run FINISHED (a training run on an absent server: behind its
-    pending metrics), then its done record (rank 0 writes it, last); returns the record.
+def close_node(job: NodeJob, tracked: NodeRun, outputs: dict[str, Any], run_id: str | None,
+               wall_s: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A node's end: its MLflow run FINISHED (NodeRun.finished; run_id: the one its outputs
+    name), then its done record (rank 0 writes it, last); returns the record.
     extra: more of the record (a bundled seed's `bundle`)."""
-    directory = Path(job.dir)
-    if run_id and rank0 and not (job.trains and _finish_later(cfg, directory, run_id, job)):
-        finish_run(cfg, run_id, "FINISHED", _tags(job))
+    tracked.finished(run_id)
     record = {
         "node": job.name, "module": job.module, "fingerprint": job.fingerprint, "outputs": outputs,
         "run_id": run_id, "wall_s": round(wall_s, 3),
@@ -285,22 +222,9 @@ def close_node(job: NodeJob, cfg: DictConfig, outputs: dict[str, Any], run_id: s
         # what made it: its code, packages (plan names nodes of another set), machine
         "git_commit": git_commit(), **node_tags(), **(extra or {}),
     }  # fmt: skip
-    if rank0:
-        write_done(directory, record)
+    if tracked.rank0:
+        write_done(Path(job.dir), record)
     return record
-
-
-def adopt_resumed_run(cfg: DictConfig, directory: Path, parent_run_id: str) -> None:
-    """A training node that resumes reopens the MLflow run an earlier pipeline run started
-    (its id in the node's folder); it becomes a child of this pipeline's run, where the node
-    now runs and will finish (the earlier one, killed or failed, no longer holds it)."""
-    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process, its eval and
-    # report workers and the SLURM client import this module without it (tests/test_layout.py)
-    from ssmax.lit.trainer import RUN_ID_FILE
-
-    id_file = directory / RUN_ID_FILE
-    if id_file.exists():
-        set_tags(cfg, id_file.read_text().strip(), {"mlflow.parentRunId": parent_run_id})
 
 
 def discard_unresumable(directory: Path) -> None:
@@ -308,92 +232,3 @@ def discard_unresumable(directory: Path) -> None:
     shows it to-run, not partial, and the next run starts it afresh."""
     if not any(directory.rglob("*.ckpt")):
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _tags(job: NodeJob) -> dict[str, str]:
-    tags = {"stage": job.stage, "node": job.name, "fingerprint": job.fingerprint}
-    if job.variant is not None:
-        tags |= {"variant": job.variant, "seed": str(job.seed)}
-    return tags
-
-
-class ParentRun:
-    """The MLflow run of one pipeline invocation, its nodes' runs its children. Started on first
-    use (id()): an executor that only adopts jobs already in flight starts none. An executor
-    whose own job closes it (SLURM's closing job) hands it off; else close() ends it. With
-    tracking.enabled=false there is none (id() is None): nothing goes to MLflow."""
-
-    def __init__(self, cfg: DictConfig) -> None:
-        self.cfg, self.handed_off = cfg, not cfg.tracking.enabled
-        self._id: str | None = None
-        self.experiment_id: str | None = None
-        OPEN_RUNS.append(self)
-
-    def id(self) -> str | None:
-        if self._id is None and self.cfg.tracking.enabled:
-            cfg = self.cfg
-            name = f"pipeline-{cfg.preset.name}-{datetime.now():%Y%m%d-%H%M%S}"
-            # start_pipeline_run adds the source tags (the git commit)
-            tags = {"kind": "pipeline", "preset": str(cfg.preset.name),
-                    "executor": str(cfg.executor.kind)}  # fmt: skip
-            self._id, self.experiment_id = start_pipeline_run(cfg, name, tags)
-            # the folder's run for the report: a server holds other folders' runs too
-            write_pipeline_run(cfg.paths.output_dir, self._id, name, tracking_uri(cfg))
-        return self._id
-
-    def hand_off(self) -> None:
-        self.handed_off = True
-
-    def close(self, jobs: list[NodeJob], states: dict[str, str]) -> None:
-        run_id = None if self.handed_off else self.id()
-        if run_id is not None:
-            close_pipeline_run(self.cfg, run_id, jobs, states)
-        self.handed_off = True
-
-    def abort(self, status: str) -> None:
-        """The invocation ended on an exception: the run ends with status, not RUNNING."""
-        if self._id is not None and not self.handed_off:
-            finish_run(self.cfg, self._id, status)
-        self.handed_off = True
-
-
-OPEN_RUNS: list[ParentRun] = []  # this process's pipeline runs, for abort_open_runs
-
-
-def abort_open_runs(status: str = "FAILED") -> None:
-    """End the pipeline runs of this process still open (an executor raised)."""
-    while OPEN_RUNS:
-        OPEN_RUNS.pop().abort(status)
-
-
-def made_by(record: dict[str, Any]) -> dict[str, str]:
-    """The tags of a cached node's run that say what made it, from its done record (the
-    commit, packages, machine and SLURM job of the run that did), not from this process; none
-    for a record from before they were kept."""
-    tags = {k: str(record[k]) for k in (*NODE_KEYS, *SLURM_KEYS) if record.get(k)}
-    if record.get("git_commit"):
-        commit = str(record["git_commit"])
-        tags |= {"git_commit": commit, "mlflow.source.git.commit": commit}
-    return tags
-
-
-def close_pipeline_run(
-    cfg: DictConfig, parent_run_id: str, jobs: list[NodeJob], states: dict[str, str]
-) -> None:
-    """Cached nodes appear as child runs linked to the run that made them; the report
-    becomes an artifact of the pipeline's run, which ends FINISHED or FAILED."""
-    if offline(cfg):  # the nodes' own stores into the folder's, before its cached runs
-        merge_nodes(cfg.paths.output_dir)
-    for job in jobs:
-        if states.get(job.name) != "cached":
-            continue
-        record = job.done
-        tags = _tags(job) | {"cached": "true", "source_run_id": str(record.get("run_id"))}
-        run_id = child_run(cfg, job.name, parent_run_id, tags | made_by(record),
-                           log_params=False, here=False)  # fmt: skip
-        finish_run(cfg, run_id, "FINISHED")
-    report = next((j for j in jobs if j.variant is None), None)
-    if report is not None and states.get(report.name) in ("cached", "done"):
-        log_artifacts(cfg, parent_run_id, Path(report.dir) / "report")
-    failed = any(s in ("failed", "blocked") for s in states.values())
-    finish_run(cfg, parent_run_id, "FAILED" if failed else "FINISHED")

@@ -28,9 +28,10 @@ from ssmax.pipeline.state import (
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.system_table import system_rows
 from ssmax.stages.report import reported
-from ssmax.tracking import STORE_FILE, close_dead, default_store, mlflow_client
 from ssmax.tracking.reach import check_reachable
+from ssmax.tracking.runs import close_dead
 from ssmax.tracking.spool import deliver_pending
+from ssmax.tracking.store import STORE_FILE, default_store, mlflow_client
 from ssmax.tracking.sync import merge_nodes
 
 MADE_BY = ("git_commit", "packages_sha", "host", "cpu", "gpus")  # what a node's run says made it

@@ -21,7 +21,7 @@ from ssmax.report.published_file import counts
 from ssmax.report.render import markdown, to_html
 from ssmax.report.rivals import board_json, leaderboard, rival_claims
 from ssmax.report.table import gather, rows
-from ssmax.tracking import folder_store
+from ssmax.tracking.store import folder_store
 
 
 def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ssmax.config.variants import ordered
 from ssmax.preflight.weights import read_weights
-from ssmax.tracking import mlflow_client
+from ssmax.tracking.store import mlflow_client
 from ssmax.tracking.sync import copy_id
 
 

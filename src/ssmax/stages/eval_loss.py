@@ -23,7 +23,7 @@ from ssmax.host.compiling import compile_enabled
 from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
-from ssmax.tracking import log_metrics
+from ssmax.tracking.runs import log_metrics
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -33,6 +33,7 @@ SPEC = StageSpec(
     # the model: the input's fingerprint; compile and batching change no number beyond rounding
     uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile", "eval.sdpa_first"),
     reported_as="eval_loss",
+    bundle="evals",
 )
 
 

@@ -23,7 +23,7 @@ from ssmax.model import Transformer
 from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
 from ssmax.stages.spec import StageSpec
-from ssmax.tracking import log_metrics
+from ssmax.tracking.runs import log_metrics
 
 SPEC = StageSpec(
     # eval.sdpa_first: attention differs by rounding, which can flip a greedy answer's tie
@@ -37,6 +37,7 @@ SPEC = StageSpec(
     ),  # fmt: skip
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
     reported_as="eval_niah",
+    bundle="evals",
 )
 
 

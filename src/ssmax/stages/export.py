@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 from ssmax.export import require_transformers
 from ssmax.stages.costing import BYTES_WEIGHTS, StageCost, parameters
 from ssmax.stages.spec import StageSpec
-from ssmax.tracking import mlflow_client, offline, tracking_uri, use_node_store
 from ssmax.tracking.models import log_model
+from ssmax.tracking.store import mlflow_client, offline, tracking_uri, use_node_store
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.stage_code)
     from omegaconf import DictConfig

@@ -14,6 +14,8 @@ from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, param
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from omegaconf import DictConfig
 
 SPEC = StageSpec(
@@ -21,6 +23,8 @@ SPEC = StageSpec(
     trains=True,
     uses=("trainer", "data"),
     reported_as="pretrain",
+    schedule="pretrain",
+    bundle="train",
 )  # fmt: skip
 
 
@@ -71,3 +75,16 @@ def run(ctx: StageContext) -> dict[str, Any]:
         "val_loss": result.metrics.get("val/loss"),
         "run_id": result.run_id,
     }
+
+
+def seed_outputs(cfg: DictConfig, folder: Path) -> dict[str, Any]:
+    """A bundled seed's outputs between its weights and its losses, as run() writes them (its
+    training config cfg, its node's folder: ssmax.pipeline.bundle_run)."""
+    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
+    # stage module (its SPEC and cost: plan) and stays without it
+    from ssmax.lit.trainer import data_state_path
+
+    switch_step = int(cfg.trainer.save_weights_at[0])
+    switch = folder / f"model_step{switch_step}.pt"
+    return {"switch_point": str(switch), "switch_data": str(data_state_path(switch)),
+            "switch_step": switch_step, "steps": int(cfg.trainer.pretrain.max_steps)}  # fmt: skip

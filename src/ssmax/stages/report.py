@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ssmax.stages.costing import StageCost
 from ssmax.stages.spec import StageSpec, stage_spec
-from ssmax.tracking import offline
+from ssmax.tracking.store import offline
 from ssmax.tracking.sync import merge_nodes
 
 if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.stage_code)
@@ -25,7 +25,9 @@ SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                  uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
                        "eval", "preset.hardware", "trainer.accelerator",
                        "trainer.cpu_isa"),
-                 files=("docs/results/verdict_seeds3-10.json",))  # fmt: skip
+                 files=("docs/results/verdict_seeds3-10.json",),
+                 # the pipeline's run: the report as its artifacts, its page's path at the end
+                 artifacts=("report",), shows="report_md", hosts_closer=True)  # fmt: skip
 
 
 def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:

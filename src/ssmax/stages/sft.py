@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 from ssmax.stages.context import StageContext, train_cfg
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
-from ssmax.tracking import child_run
+from ssmax.tracking.runs import child_run
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from omegaconf import DictConfig
 
 SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
@@ -18,6 +20,8 @@ SPEC = StageSpec(
     reads=("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
     trains=True,
     uses=("trainer",),
+    schedule="sft",
+    bundle="train",
 )
 
 
@@ -73,3 +77,9 @@ def inherited(ctx: StageContext) -> dict[str, Any]:
     if ctx.cfg.tracking.enabled:
         run_id = child_run(ctx.cfg, ctx.name, ctx.cfg.tracking.parent_run_id, dict(ctx.tags or {}))
     return {"weights": ctx.only_input()["weights"], "inherited": True, "run_id": run_id}
+
+
+def seed_outputs(cfg: DictConfig, folder: Path) -> dict[str, Any]:
+    """A bundled seed's outputs between its weights and its losses, as run() writes them:
+    none (ssmax.pipeline.bundle_run)."""
+    return {}

@@ -1,4 +1,5 @@
-"""What a stage declares about itself: the config keys it reads and whether it trains. The
+"""What a stage declares about itself: the config keys it reads, whether it trains, and what the
+engine (ssmax.pipeline, which names no stage: tests/test_engine_names.py) needs of it. The
 pipeline derives a node's fingerprint from this and from the code the stage runs (found from its
 imports: ssmax.pipeline.stage_code); with pipeline.strict_reads it hands the stage a config holding
 only these keys, so that a read of an undeclared key fails instead of silently escaping the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 # Read by every stage and never part of a result: where files go, MLflow, names.
 COMMON_USES = ("paths", "tracking", "preset", "run_name", "objective", "init_from")
@@ -28,7 +30,18 @@ class StageSpec:
     (report.gather.Results: pretrain, eval_loss, eval_niah, export); None: the report does not
     read them. files: files of the repository the stage reads (relative to its root, under a
     folder ssmax.pipeline.snapshot copies), hashed by content into the fingerprint: a new
-    published file makes the report again."""
+    published file makes the report again.
+
+    What the engine needs of it (none shapes a result, so none is fingerprinted):
+    schedule: a training stage's trainer.<schedule> block (batch size, global batch, steps), the
+    one a SLURM profile's devices must divide (ssmax.pipeline.slurm.cluster_profile).
+    bundle: how executor.bundle groups its nodes' seeds: "train" (trained as one by
+    ssmax.pipeline.bundle_run; the module has train_start(ctx) and seed_outputs(cfg, folder)),
+    "evals" (evaluated one after another in one process: ssmax.pipeline.bundle_evals); None:
+    each node runs alone. artifacts: folders of its node's folder logged as artifacts of the
+    pipeline's MLflow run once it is done or cached. shows: the output the pipeline run prints
+    at its end (`<stage>: <value>`). hosts_closer: under SLURM, the job that ends the pipeline's
+    MLflow run takes this stage's resources (executor.stages.<stage>; no GPU, one task)."""
 
     reads: tuple[str, ...]
     trains: bool = False
@@ -36,8 +49,18 @@ class StageSpec:
     inline: bool = False
     reported_as: str | None = None
     files: tuple[str, ...] = ()
+    schedule: str | None = None
+    bundle: str | None = None
+    artifacts: tuple[str, ...] = ()
+    shows: str | None = None
+    hosts_closer: bool = False
+
+
+def stage_module(module: str) -> ModuleType:
+    """The stage module ssmax.stages.<module> (its SPEC, cost, run, ...)."""
+    return importlib.import_module(f"ssmax.stages.{module}")
 
 
 def stage_spec(module: str) -> StageSpec:
     """The SPEC a stage module declares (ssmax.stages.<module>)."""
-    return importlib.import_module(f"ssmax.stages.{module}").SPEC
+    return stage_module(module).SPEC

@@ -20,6 +20,8 @@ from ssmax.stages.pretrain import schedule
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from omegaconf import DictConfig
 
 SPEC = StageSpec(
@@ -27,6 +29,8 @@ SPEC = StageSpec(
     trains=True,
     uses=("trainer", "data"),
     reported_as="pretrain",  # a variant's pretraining node is pretrain's or switch's
+    schedule="pretrain",
+    bundle="train",
 )  # fmt: skip
 
 
@@ -78,3 +82,9 @@ def run(ctx: StageContext) -> dict[str, Any]:
         "val_loss": result.metrics.get("val/loss"),
         "run_id": result.run_id,
     }
+
+
+def seed_outputs(cfg: DictConfig, folder: Path) -> dict[str, Any]:
+    """A bundled seed's outputs between its weights and its losses, as run() writes them (its
+    training config cfg: ssmax.pipeline.bundle_run)."""
+    return {"steps": int(cfg.trainer.pretrain.max_steps)}

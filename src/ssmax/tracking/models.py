@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.tracking import mlflow_client, offline, tracking_uri
+from ssmax.tracking.store import mlflow_client, offline, tracking_uri
 
 ARTIFACT = "model"  # the LoggedModel's name (one a training run)
 INPUT_EXAMPLE = ["The special magic Tokyo number is: 8106422.\nWhat is the special magic number?"]

@@ -9,7 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from ssmax.tracking import is_server, tracking_uri
+from ssmax.tracking.store import is_server, tracking_uri
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

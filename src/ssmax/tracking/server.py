@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ssmax.tracking import auth, default_store, sqlite_file
+from ssmax.tracking import auth
+from ssmax.tracking.store import default_store, sqlite_file
 from ssmax.tracking.ui import (
     free_port,
     port_in_use,

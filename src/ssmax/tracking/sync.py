@@ -34,16 +34,16 @@ from typing import Any
 
 from ssmax.files.atomic import atomic_write_text
 from ssmax.files.flock import exclusive
-from ssmax.tracking import (
+from ssmax.tracking.reach import check_reachable
+from ssmax.tracking.runs import close_dead
+from ssmax.tracking.spool import deliver_pending
+from ssmax.tracking.store import (
     STORE_FILE,
-    close_dead,
     create_sqlite_store,
     default_store,
     is_server,
     mlflow_client,
 )
-from ssmax.tracking.reach import check_reachable
-from ssmax.tracking.spool import deliver_pending
 
 SOURCE_TAG = "synced_from"  # on a copy: the local run id (a version: "<run id>/<version>")
 DONE_TAG = "synced"  # on a run's copy once all of it is there

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ssmax.tracking import mlflow_client, tracking_uri
+from ssmax.tracking.store import mlflow_client, tracking_uri
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

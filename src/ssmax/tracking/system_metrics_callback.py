@@ -14,8 +14,8 @@ from typing import Any
 import lightning as L
 from omegaconf import DictConfig
 
-from ssmax.tracking import is_server, mlflow_client, tracking_uri
 from ssmax.tracking.spool import DRAIN_WAIT_S, SPOOL_FILE, Spool
+from ssmax.tracking.store import is_server, mlflow_client, tracking_uri
 from ssmax.tracking.system_metrics import Log, SystemMetrics, node_label, store_log
 
 PREFIX = "system/"

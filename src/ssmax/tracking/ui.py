@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssmax.tracking import STORE_FILE, default_store
 from ssmax.tracking.auth import is_loopback, open_warning
+from ssmax.tracking.store import STORE_FILE, default_store
 
 
 @dataclass

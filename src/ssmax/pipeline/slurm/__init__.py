@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 from omegaconf import DictConfig
 
-from ssmax.pipeline.run import NodeJob, ParentRun
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.mlflow_runs import ParentRun
 from ssmax.pipeline.slurm.cluster_profile import check_profile, stage_resources
 from ssmax.pipeline.slurm.jobs import (
     NodeStatus,

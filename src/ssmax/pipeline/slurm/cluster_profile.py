@@ -11,9 +11,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import ConfigError
 from ssmax.pipeline.declaration import load
+from ssmax.stages.spec import stage_spec
 
 if TYPE_CHECKING:
-    from ssmax.pipeline.run import NodeJob
+    from ssmax.pipeline.job import NodeJob
 
 RESOURCE_KEYS = (
     "partition", "account", "qos", "timeout_min", "nodes", "gpus_per_node", "tasks_per_node",
@@ -27,6 +28,16 @@ def stage_resources(cfg: DictConfig, stage: str) -> dict[str, Any]:
     res = {key: ex[key] for key in RESOURCE_KEYS}
     res.update(ex["stages"].get(stage) or {})
     return res
+
+
+def closer_resources(cfg: DictConfig) -> dict[str, Any]:
+    """The resources of the job that ends the pipeline's MLflow run: those of the declared stage
+    whose SPEC says hosts_closer (its executor.stages.<stage> on top; the profile's alone
+    without one), on one task without a GPU."""
+    stages = load(str(cfg.pipeline.file)).stages
+    host = next((s for s, module in stages.items() if stage_spec(module).hosts_closer), None)
+    res = stage_resources(cfg, host or "")  # "": no stage's, the profile's own
+    return res | {"gpus_per_node": 0, "nodes": 1, "tasks_per_node": 1}
 
 
 def check_profile(cfg: DictConfig, jobs: list[NodeJob]) -> None:
@@ -69,7 +80,7 @@ def _check_stage_resources(stage: str, res: dict[str, Any], trains: bool) -> Non
         _require(int(res[name] or 0) >= 1, f"{key}: {name}={res[name]} must be >= 1")
     gpus = int(res["gpus_per_node"] or 0)
     _require(gpus >= 0, f"{key}: gpus_per_node={gpus} must be >= 0")
-    if not trains:  # evals, RoPE and the report run in one process
+    if not trains:  # a stage that does not train runs in one process
         _require(res["nodes"] == 1 and res["tasks_per_node"] == 1,
                  f"{key}: nodes={res['nodes']}, tasks_per_node={res['tasks_per_node']}; this "
                  "stage runs in one process: both must be 1")  # fmt: skip
@@ -93,7 +104,9 @@ def _check_batch(job: NodeJob, res: dict[str, Any]) -> None:
     _require(devices == per_node, f"{job.name}: trainer.devices={devices} but the profile gives "
              f"{per_node} {'GPUs' if gpus else 'tasks'} per node to stage {job.stage}: set "
              f"trainer.devices={per_node} or change executor.stages.{job.stage}")  # fmt: skip
-    objective = "sft" if job.module == "sft" else "pretrain"
+    objective = stage_spec(job.module).schedule  # trainer.<schedule>: its batch and steps
+    _require(objective is not None, f"{job.name}: stage module {job.module} trains but its "
+             "SPEC names no schedule (StageSpec.schedule: trainer.<schedule>)")  # fmt: skip
     s = cfg.trainer[objective]
     per_update = s.batch_size * devices * nodes
     _require(s.global_batch % per_update == 0,

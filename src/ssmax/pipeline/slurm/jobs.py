@@ -20,7 +20,7 @@ from ssmax.files.atomic import atomic_write_json
 from ssmax.files.flock import exclusive
 
 if TYPE_CHECKING:
-    from ssmax.pipeline.run import NodeJob
+    from ssmax.pipeline.job import NodeJob
 
 # SLURM states of a job that is still queued or running (squeue's %T).
 ACTIVE = frozenset({

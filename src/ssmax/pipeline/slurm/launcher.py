@@ -15,14 +15,15 @@ from ssmax.pipeline.slurm.cluster_profile import stage_resources
 
 
 def launcher_value(key: str, _root_: DictConfig) -> Any:
-    """`${ssmax_slurm:KEY}`: the profile's resource for the stage of the run's objective
-    (pretrain or sft); the others, e.g. max_requeues, from the schema's executor defaults."""
+    """`${ssmax_slurm:KEY}`: the profile's resource for the stage named as the run's objective
+    (executor.stages.<objective>: its pretraining or SFT stage); the others, e.g.
+    max_requeues, from the schema's executor defaults."""
     if _root_.executor.partition is None:
         raise ConfigError("hydra/launcher=ssmax_slurm needs a cluster profile: add "
                           "+executor/slurm/profile=<local|gpu8|...>")  # fmt: skip
     if key == "max_requeues":
         return int(_root_.executor.max_requeues)
-    res = stage_resources(_root_, "sft" if _root_.objective == "sft" else "pretrain")
+    res = stage_resources(_root_, str(_root_.objective))
     if key == "gpus_per_node":
         return res[key] or None  # no --gpus-per-node=0 on GPU-less sites
     if key == "additional_parameters":

@@ -12,8 +12,10 @@ from typing import Any
 import submitit
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.pipeline.run import NodeJob, close_pipeline_run, execute_node
-from ssmax.pipeline.slurm.cluster_profile import stage_resources
+from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.mlflow_runs import close_pipeline_run
+from ssmax.pipeline.run import execute_node
+from ssmax.pipeline.slurm.cluster_profile import closer_resources, stage_resources
 from ssmax.pipeline.slurm.jobs import (
     ACTIVE,
     NodeStatus,
@@ -26,7 +28,7 @@ from ssmax.pipeline.slurm.jobs import (
     read_book,
 )  # fmt: skip
 from ssmax.pipeline.snapshot import setup_lines, snapshot
-from ssmax.tracking import hand_run_to_job
+from ssmax.tracking.runs import hand_run_to_job
 
 Log = Callable[[str], None]
 
@@ -113,8 +115,7 @@ def submit(
         if not closer or sub.parent_run_id is None:  # None: tracking.enabled=false
             return sub
         # afterany: ends the MLflow run however the nodes end (cancelled ones included).
-        res = stage_resources(cfg, "report") | {"gpus_per_node": 0, "nodes": 1,
-                                                "tasks_per_node": 1}  # fmt: skip
+        res = closer_resources(cfg)
         res["setup"] = [*frozen, *(res["setup"] or [])]
         closing = _executor(cfg, res, "close-run", list(ids.values()), "afterany").submit(
             close_run, OmegaConf.to_yaml(cfg), sub.parent_run_id, jobs, sorted(sub.submitted)
