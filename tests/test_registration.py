@@ -286,11 +286,13 @@ def test_the_readme_lines_say_how_far_until_complete_then_each_primary_claim(
     hand_record(load(path), "cpu", 12, "c" * 40, "b_ssmax")
     lines = judge.readme_lines(load(path)).splitlines()
     primary = [c for c in judge.judged(judge.gather(load(path), "cpu")) if c.family == "primary"]
-    assert len(lines) == len(primary) + 1  # a line a primary claim, the others as counts
-    (niah,) = [r for r in lines if r.startswith("- Sec. 3.3, Fig. 6: (b) retrieves")]
-    assert "**holds** on 12 seeds (1-12) of run `cpu`, hand, confirmatory" in niah
-    assert "a < b on niah by +0.3 [+0.3, +0.3] (n=12)" in niah  # the lead, its interval
-    assert lines[-1].startswith("- The other families, on the same seeds: ")
+    assert len(lines) == len(primary) + 1  # the run's counts, then a line a primary claim
+    assert lines[0].startswith("- **Run `cpu`**, 12 seeds (1-12), hand, confirmatory: the "
+                               "primary family **1 hold, 0 contradicted, 4 inconclusive** "
+                               "(of 5); the other families: ")  # fmt: skip
+    (niah,) = [r for r in lines if r.startswith("  - Sec. 3.3, Fig. 6: (b) retrieves")]
+    assert "**holds**" in niah
+    assert "a < b on niah by +0.3 [+0.3, +0.3] (n=12), holds" in niah  # lead, interval, verdict
 
 
 def test_the_readme_keeps_a_block_for_each_committed_registration() -> None:

@@ -287,10 +287,22 @@ def span(seeds: list[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if whole and len(seeds) > 1 else ", ".join(map(str, seeds))
 
 
+def by_family(reg: Registration, checked: list[Claim]) -> str:
+    """'the primary family **2 hold, ...** (of 5); the other families: ...'."""
+    first = families.names(reg)[0]
+    firsts = [c for c in checked if c.family == first]
+    rest = [c for c in checked if c.family != first]
+    others = f"; the other families: {told(reg, rest)}" if rest else ""
+    return (
+        f"the {first} family **{counts([c.verdict for c in firsts])}** (of {len(firsts)}){others}"
+    )
+
+
 def readme_lines(reg: Registration) -> str:
     """The README's lines of the registered runs: how far each is until it is complete; then
-    each claim of its first family (the paper's primary) with its verdict, every ordering's
-    effect and 95% t-interval, its seeds, machines and kind, the other families as counts."""
+    its seeds, machines and kind with the verdicts as counts, and each claim of its first
+    family (the paper's primary) with its verdict and every ordering's effect, 95% t-interval
+    and verdict."""
     out = []
     if reg.design_seeds:
         design = gather(reg, DESIGN)
@@ -310,16 +322,16 @@ def readme_lines(reg: Registration) -> str:
         differs = conformity(run) + families.differs(reg, checked)
         kind = "exploratory: it does not match its registration" if differs else "confirmatory"
         cpus = ", ".join(sorted({rec["run"]["cpu"] for rec in run.records.values()}))
-        where = f"{len(done)} seeds ({span(done)}) of run `{name}`, {cpus}, {kind}"
+        where = f"{len(done)} seeds ({span(done)}), {cpus}, {kind}"
+        out.append(f"- **Run `{name}`**, {where}: {by_family(reg, checked)}.")
         first = families.names(reg)[0]
         for c in (c for c in checked if c.family == first):
-            said = "; ".join(f"{k.ordering} by {k.difference}" for k in c.checks)
-            out.append(f"- {c.text}: **{c.shown}** on {where}. High - low: {said}.")
-        if rest := [c for c in checked if c.family != first]:
-            out.append(f"- The other families, on the same seeds: {told(reg, rest)}.")
+            said = "; ".join(f"{k.ordering} by {k.difference}, {k.verdict}" for k in c.checks)
+            out.append(f"  - {c.text}: **{c.shown}**. High - low: {said}.")
         if bad := invalid_seeds(run):
-            out.append(f"- Without the seeds where a variant did not form the skill ({bad}), "
-                       f"information only: {told(reg, judged(run, tuple(bad)))}.")  # fmt: skip
+            without = by_family(reg, judged(run, tuple(bad)))
+            out.append(f"  - Without the seeds where a variant did not form the skill ({bad}), "
+                       f"information only: {without}.")  # fmt: skip
     return "\n".join(out)
 
 
