@@ -360,7 +360,7 @@ class PipelineSettings:
 
 @dataclass
 class CostConfig:
-    """`plan`'s cost table (ssmax.pipeline.cost); the paper gives no costs."""
+    """`plan`'s cost table (ssmax.pipeline.plan_cost); the paper gives no costs."""
 
     gpu: str = "H100"  # the GPU costed: measured rates of a device whose name contains it
     # null: the project's bench/throughput.json (written by `make bench` on a GPU)
