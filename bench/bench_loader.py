@@ -29,7 +29,7 @@ from ssmax.config.compose import compose
 from ssmax.data.corpus import embedded_jsonl
 from ssmax.data.lm_module import LMDataModule
 from ssmax.data.prepare import prepare
-from ssmax.pipeline.cost import per_token
+from ssmax.stages.costing import per_token
 
 
 def rate(batches: Iterator[dict[str, torch.Tensor]], tokens: float) -> tuple[float, float, int]:

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 import torch
 
-from ssmax.report.claims import R2_LOG_LAW, Claim, claims, in_scope
-from ssmax.report.figures import pn_fits
-from ssmax.report.gather import Results, Settings
-from ssmax.report.metrics import values_of
-from ssmax.report.multiplicity import UNDECIDABLE
+from ssmax.verdicts.claims import R2_LOG_LAW, Claim, claims, in_scope
+from ssmax.verdicts.metrics import values_of
+from ssmax.verdicts.multiplicity import UNDECIDABLE
+from ssmax.verdicts.pn_fit import pn_fits
+from ssmax.verdicts.results import Results, Settings
 
 VARIANTS = {
     "a": "a_softmax", "b": "b_ssmax", "c": "c_ssmax_no_scale", "d": "d_ssmax_bias",

@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from ssmax.report.claims import PRIMARY, claims, decide, in_scope
-from ssmax.report.gather import Results, Settings
-from ssmax.report.multiplicity import DISAGREE, UNDECIDABLE
-from ssmax.report.render import _claim_rows, untested_line
-from ssmax.report.stats import Interval, seeds_for_power, t975
+from ssmax.verdicts.claims import PRIMARY, claims, decide, in_scope
+from ssmax.verdicts.multiplicity import DISAGREE, UNDECIDABLE
+from ssmax.verdicts.results import Results, Settings
+from ssmax.verdicts.stats import Interval, seeds_for_power, t975
+from ssmax.verdicts.text import claim_rows, untested_line
 
 VARIANTS = {
     "a": "a_softmax", "b": "b_ssmax", "c": "c_ssmax_no_scale", "d": "d_ssmax_bias",
@@ -89,7 +89,7 @@ def test_below_the_floor_an_ordering_is_not_decidable_at_it_inconclusive() -> No
         k = c.checks[0]
         assert (c.m, c.floor, k.n) == (1, 6, n) and k.verdict == verdict and c.verdict == "n/a"
         assert not k.flips and f"(n={n})" in k.difference
-        assert f"{k.shown};" in _claim_rows([c])[0][3]
+        assert f"{k.shown};" in claim_rows([c])[0][3]
     assert k.shown == "inconclusive" and "[" in k.difference  # the effect and its interval
     assert claim(results({"a": high[:5], "b": low[:5]}), "pretrain_lower").checks[0].shown == (
         "not decidable at 5 seeds"
@@ -185,13 +185,13 @@ def test_each_claim_says_how_many_seeds_would_decide_it() -> None:
     needed = seeds_for_power(0.1, 0.1, alpha=0.05 / 3)
     assert [k.seeds_needed for k in c.checks] == [needed, 2, 2] and needed > 10  # 10 at 0.05
     assert c.seeds_needed == needed
-    row = _claim_rows([c])[0]
+    row = claim_rows([c])[0]
     assert row[4:7] == ["NOT DECIDABLE AT 3 SEEDS", "inconclusive", f"{needed} (permutation: 7)"]
     assert f"not decidable at 3 seeds; uncorrected inconclusive; decided by {needed}" in row[3]
     one_seed = claim(results({"a": [4.5], "b": [4.4], "c": [4.4], "d": [4.4]}), "pretrain_lower")
-    assert math.isnan(one_seed.seeds_needed) and _claim_rows([one_seed])[0][6].startswith("- ")
+    assert math.isnan(one_seed.seeds_needed) and claim_rows([one_seed])[0][6].startswith("- ")
     no_effect = claim(results({"a": a, "b": a, "c": a, "d": a}), "pretrain_lower")
-    assert no_effect.seeds_needed == math.inf and _claim_rows([no_effect])[0][6].startswith("none")
+    assert no_effect.seeds_needed == math.inf and claim_rows([no_effect])[0][6].startswith("none")
 
 
 def test_each_verdict_says_how_likely_an_independent_experiment_repeats_it() -> None:
@@ -210,7 +210,7 @@ def test_each_verdict_says_how_likely_an_independent_experiment_repeats_it() -> 
     assert keeps[0] == pytest.approx(Interval.of(near).rerun_keeps()) and keeps[0] < 0.95
     assert min(keeps[1:]) > 0.95
     assert c.rerun_keeps == keeps[0]
-    row = _claim_rows([c])[0]
+    row = claim_rows([c])[0]
     assert row[7] == f"{keeps[0]:.2f}" and f"repeats (model) {keeps[0]:.2f}" in row[3]
     open_ = [0.01, -0.01, 0.02, -0.02]  # (d): no effect, an open ordering sure to stay open
     worse = results({"a": a, "b": [x + d for x, d in zip(a, near, strict=True)],
@@ -219,9 +219,9 @@ def test_each_verdict_says_how_likely_an_independent_experiment_repeats_it() -> 
     c = claim(worse, "pretrain_lower")
     assert [k.uncorrected for k in c.checks] == ["contradicted", "contradicted", "inconclusive"]
     assert c.rerun_keeps == max(k.rerun_keeps for k in c.checks[:2]) < c.checks[2].rerun_keeps
-    assert _claim_rows([c])[0][7] == f"{c.rerun_keeps:.2f}"
+    assert claim_rows([c])[0][7] == f"{c.rerun_keeps:.2f}"
     undecided = claim(results({"a": a, "b": a, "c": a, "d": a}), "pretrain_lower")
-    assert math.isnan(undecided.rerun_keeps) and _claim_rows([undecided])[0][7] == "-"
+    assert math.isnan(undecided.rerun_keeps) and claim_rows([undecided])[0][7] == "-"
 
 
 # The rule's own parts (issue 42), each changing a verdict on a hand-made case. The seeds'
@@ -297,7 +297,7 @@ def test_leaving_one_seed_out_flips_a_verdict_and_names_the_seed() -> None:
     assert (c.family, c.m) == ("primary", 1) and k.verdict == "inconclusive"
     assert k.p_perm == pytest.approx(18 / 256) and k.p_t == pytest.approx(0.085, abs=5e-4)
     assert k.flips == [7] and k.outliers == [7]
-    row = _claim_rows([c])[0]
+    row = claim_rows([c])[0]
     assert "flips without seed 7" in row[3] and "outlying seed 7" in row[3]
     held = claim(res, "needle_b_highest").checks[0]  # the same ordering, secondary: BH of one
     assert held.ordering == k.ordering and held.flips == [7]

@@ -8,9 +8,9 @@ import pytest
 
 from ssmax.pipeline.run import compose_pipeline
 from ssmax.report.build import settings_from_cfg
-from ssmax.report.design import design_rows, overlap_line, without_failed
-from ssmax.report.gather import Design, Results, Settings
-from ssmax.report.published_file import load, skill_floor
+from ssmax.verdicts.design import design_rows, overlap_line, without_failed
+from ssmax.verdicts.published_file import load, skill_floor
+from ssmax.verdicts.results import Design, Results, Settings
 
 DESIGN = Design(seeds=(0, 1, 2), niah_at_1x=0.9, falls_below=0.5)
 VARIANTS = ["a_softmax", "b_ssmax"]

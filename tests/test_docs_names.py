@@ -15,10 +15,10 @@ Left out: docs/history.md and CHANGELOG.md, dated records that keep the names th
 
 The short form the code's comments use, `report.system_table` for ssmax.report.system_table, is
 held to the same rule for the packages whose name is no config group and no common word
-(evals, export, files, host, lit, preflight, registration, report, stages), and for pipeline,
-tracking and data, whose names are also config groups: there a name resolves as a module path
-or as a key of the config's schema (`pipeline.seeds`, `data.facts.colon_share`). Not checked:
-`config.` and `model.` (transformers' config, a model's attributes), a file name
+(evals, export, files, host, lit, preflight, registration, report, stages, verdicts), and for
+pipeline, tracking and data, whose names are also config groups: there a name resolves as a
+module path or as a key of the config's schema (`pipeline.seeds`, `data.facts.colon_share`).
+Not checked: `config.` and `model.` (transformers' config, a model's attributes), a file name
 (`report.md`), a key added on the command line (`+pipeline.overrides...`)."""
 
 from __future__ import annotations

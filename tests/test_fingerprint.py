@@ -16,8 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config.compose import compose
 from ssmax.pipeline import fingerprint as fp
 from ssmax.pipeline.stage_code import PACKAGE, _imported, no_result
-from ssmax.report.published_file import PUBLISHED, ROOT
 from ssmax.stages.spec import stage_spec
+from ssmax.verdicts.published_file import PUBLISHED, ROOT
 
 # modules whose code shapes what a node writes (the model, the data, the evals, the stages, the
 # report, the variants and their config; tracking/models.py: what export registers in MLflow)
@@ -153,4 +153,4 @@ def test_a_declared_file_changes_only_its_stages_key(
     second = key("report", cfg), key("pretrain", cfg)
     assert len({absent[0], first[0], second[0]}) == 3
     assert absent[1] == first[1] == second[1]
-    assert declared == str(PUBLISHED.relative_to(ROOT))  # the file report.against reads
+    assert declared == str(PUBLISHED.relative_to(ROOT))  # the file verdicts.against reads

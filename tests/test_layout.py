@@ -13,7 +13,7 @@ MAX_LINES = 400
 # the packages from the bottom floor up (docs/development.md, Layout); the entry points (train.py,
 # each __main__.py) sit above them all and may import from any floor
 FLOORS = ("model", "files", "config", "host", "data", "tracking", "evals", "preflight", "lit",
-          "export", "report", "stages", "pipeline", "registration")  # fmt: skip
+          "export", "verdicts", "report", "stages", "pipeline", "registration")  # fmt: skip
 
 
 def modules() -> dict[str, Path]:

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from ssmax.evals.niah import NeedleRecord, accuracy_grid, score_answer
-from ssmax.report.gather import Results, Settings
-from ssmax.report.metrics import niah_mean, values_of
 from ssmax.stages.eval_niah import niah_summary
+from ssmax.verdicts.metrics import niah_mean, values_of
+from ssmax.verdicts.results import Results, Settings
 
 N = 128  # training length: contexts 128, 256, 512 are multiples 1, 2, 4
 NUMBER = "8106422"

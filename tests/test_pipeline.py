@@ -82,7 +82,7 @@ def test_a_plan_composes_each_config_once(
 ) -> None:
     """Composing costs 0.12-0.15 s of CPU: `plan` (and `run`) compose the pipeline's config once and
     each variant's once; the reference config that names a misspelled key's neighbours
-    (check_override_keys) only once composing failed (test_errors: its one line)."""
+    (check_override_keys) only once composing failed (test_user_mistakes: its one line)."""
     import ssmax.config.compose as compose_module
     import ssmax.config.remembered as remembered
 

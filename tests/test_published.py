@@ -2,7 +2,7 @@
 """The published verdict run as data (docs/results/verdict_seeds3-10.json): the pages agree with
 it, the claims read it as they read a run, the old rule on it gives the published old verdicts,
 the seed count fixed for the primary claims follows from the families, and a run's seeds are
-placed against it (report.against)."""
+placed against it (verdicts.against)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from ssmax.report.against import against, place
-from ssmax.report.claims import PRIMARY, claims
-from ssmax.report.gather import Results, Settings
 from ssmax.report.headline import SHORT
 from ssmax.report.published import PAGES, PUBLISHED, ROOT, blocks, load, replace_block
 from ssmax.report.render import markdown
-from ssmax.report.stats import ALPHA, permutation_floor
 from ssmax.report.table import gather
+from ssmax.verdicts.against import against, place
+from ssmax.verdicts.claims import PRIMARY, claims
+from ssmax.verdicts.results import Results, Settings
+from ssmax.verdicts.stats import ALPHA, permutation_floor
 
 VARIANTS = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "e_swap_after_pretrain",
             "f_switch_during_pretrain"]  # fmt: skip

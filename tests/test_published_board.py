@@ -26,9 +26,9 @@ from ssmax.report.published_board_figure import (
     figure_stale,
     png_source,
 )
-from ssmax.report.published_file import ROOT
 from ssmax.report.published_rivals import RIVALS
 from ssmax.report.published_runs import SOURCES, Source, load_run, sources
+from ssmax.verdicts.published_file import ROOT
 
 LAWS, BASES = ("k_scale_invariant", "l_asentmax", "m_yarn_temp_inference"), ("a_softmax", "b_ssmax")
 MEASURES = {"niah past 1x": 1, "needle top mean": 1, "loss @5x": -1, "loss @10x": -1,

@@ -15,8 +15,8 @@ from ssmax.registration import judge, power
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import planned, record_path
 from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
-from ssmax.report.claims import claims
-from ssmax.report.gather import Results, Settings
+from ssmax.verdicts.claims import claims
+from ssmax.verdicts.results import Results, Settings
 
 TINY_COLUMNS = ("pretrain val loss", "loss @1x", "loss @5x", "loss @10x", "loss @20x",
                 "loss @1x training theta", "niah @1x", "niah past 1x",

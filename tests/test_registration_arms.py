@@ -1,5 +1,5 @@
 """Issue 60's registration (docs/registration/arms-2026-11-29.*): its rivals family is what
-report.rivals forms for its variants, its leaderboard the laws it runs, no published file holds
+verdicts.rivals forms for its variants, its leaderboard the laws it runs, no published file holds
 any of its new laws (none ran before it), and its minimum detectable effects recompute. Its
 design seeds run first and are recorded apart; its page (docs/arms.md) shows them, then every
 seed, and its two families' verdicts only once every seed is in."""
@@ -17,9 +17,9 @@ from ssmax.registration.records import planned, record_path, to_run
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import record, workdir_of
 from ssmax.registration.spec import DESIGN, ROOT, load
-from ssmax.report.gather import Results, Settings
-from ssmax.report.rivals import rival_claims
-from ssmax.report.stats import paired_t_power
+from ssmax.verdicts.results import Results, Settings
+from ssmax.verdicts.rivals import rival_claims
+from ssmax.verdicts.stats import paired_t_power
 from tests.test_registration import (
     TINY_COLUMNS,
     committed_as_is,

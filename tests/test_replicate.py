@@ -1,5 +1,5 @@
 """Another run of some published chains judged on its own pairs beside the published run,
-ordering by ordering (report.replicate, issue 42 item 5; the registration of 2026-11-29), on the
+ordering by ordering (verdicts.replicate, issue 42 item 5; the registration of 2026-11-29), on the
 published file itself and on hand-made reruns; and fresh seeds added to the published run (the
 extension, item 4)."""
 
@@ -12,9 +12,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ssmax.report.claims import claims
-from ssmax.report.gather import Results, Settings
-from ssmax.report.multiplicity import UNDECIDABLE
 from ssmax.report.published import (
     PUBLISHED,
     Published,
@@ -24,7 +21,10 @@ from ssmax.report.published import (
     load,
     main,
 )
-from ssmax.report.replicate import compare, read_table, table
+from ssmax.verdicts.claims import claims
+from ssmax.verdicts.multiplicity import UNDECIDABLE
+from ssmax.verdicts.replicate import compare, read_table, table
+from ssmax.verdicts.results import Results, Settings
 from tests.conftest import make_cfg
 
 A, B = "a_softmax", "b_ssmax"
@@ -112,7 +112,7 @@ def own_pair_tables() -> tuple[Results, dict]:
 
 def test_a_replication_is_judged_on_its_own_pairs() -> None:
     """The other run's (a) and (b) beside the published (c)-(f) in one table (cross-machine
-    pairs: the old report.replicate) would put its a < b orderings in the published families
+    pairs: the old verdicts.replicate) would put its a < b orderings in the published families
     (primary m = 9 with pretraining's 3 orderings, which pair the other run's (a) with the
     published (c) and (d): floor 9 seeds), where 8 seeds are not decidable.
     Judged on its own pairs, only the claims on (a) and (b) count, in their own family (m = 2,

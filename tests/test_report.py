@@ -20,11 +20,11 @@ from ssmax.pipeline.run import plan
 from ssmax.pipeline.state import module_of
 from ssmax.report.__main__ import main as report_main
 from ssmax.report.build import build_report, settings_from_cfg
-from ssmax.report.claims import VERDICTS, claims
-from ssmax.report.gather import Results
-from ssmax.report.render import RULE
 from ssmax.report.table import gather, rows
 from ssmax.stages.report import reported
+from ssmax.verdicts.claims import VERDICTS, claims
+from ssmax.verdicts.results import Results
+from ssmax.verdicts.text import RULE
 from tests.conftest import first_pipeline_run, make_cfg
 
 PNG = b"\x89PNG\r\n\x1a\n"

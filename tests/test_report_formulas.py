@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ssmax.report.formulas import fig1_max_output, fig3_ramp, fig3_transformed, fit_log
+from ssmax.report.formulas import fig1_max_output, fig3_ramp, fig3_transformed
+from ssmax.verdicts.pn_fit import fit_log
 
 
 def softmax(z: np.ndarray) -> np.ndarray:  # Eq. 1, plainly

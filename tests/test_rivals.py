@@ -9,11 +9,12 @@ import json
 
 import pytest
 
-from ssmax.report.claims import claims
-from ssmax.report.gather import Results, Settings
-from ssmax.report.multiplicity import UNDECIDABLE, judge
-from ssmax.report.render import RIVALS_NOTE, _claim_rows, board_rows, markdown, to_html
-from ssmax.report.rivals import board_json, leaderboard, rival_claims
+from ssmax.report.render import markdown, to_html
+from ssmax.verdicts.claims import claims
+from ssmax.verdicts.multiplicity import UNDECIDABLE, judge
+from ssmax.verdicts.results import Results, Settings
+from ssmax.verdicts.rivals import board_json, leaderboard, rival_claims
+from ssmax.verdicts.text import RIVALS_NOTE, board_rows, claim_rows
 
 VARIANTS = {"a": "a_softmax", "b": "b_ssmax", "k": "k_scale_invariant", "l": "l_asentmax",
             "m": "m_yarn_temp_inference"}  # fmt: skip
@@ -74,7 +75,7 @@ def test_the_five_claims_of_the_doc_in_their_own_family() -> None:
     assert {(c.family, c.m, c.floor) for c in checked} == {("rivals", 11, 9)}
     assert all(c.text.startswith("Claim of ") for c in checked)  # claims of their papers
     assert "does not contradict" in checked[1].text  # at least as good
-    assert all(row[1].startswith("rivals (Holm, m = 11") for row in _claim_rows(checked))
+    assert all(row[1].startswith("rivals (Holm, m = 11") for row in claim_rows(checked))
 
 
 @pytest.mark.parametrize("verdict", ["holds", "contradicted", "inconclusive"])

@@ -38,7 +38,7 @@ def test_every_declared_stage_has_a_spec(name: str) -> None:
 def test_stage_code_follows_imports_and_leaves_out_what_shapes_no_result() -> None:
     report, pretrain, rope = stage_code("report"), stage_code("pretrain"), stage_code("rope")
     # function-level imports (the report's build, training's data modules) are followed
-    assert {"report/claims.py", "report/render.py", "config/variants.py"} <= set(report)
+    assert {"verdicts/claims.py", "report/render.py", "config/variants.py"} <= set(report)
     assert {"lit/trainer.py", "model/attention.py", "data/lm.py", "data/needle.py",
             "lit/lightning_module.py", "config/compose.py"} <= set(pretrain)  # fmt: skip
     # read_weights loads the weights (e) and SFT start from

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ssmax.report.stats import (
+from ssmax.verdicts.stats import (
     Interval,
     benjamini_hochberg,
     bootstrap_interval,

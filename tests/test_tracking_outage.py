@@ -168,7 +168,7 @@ def test_no_mlflow_at_the_tracking_uri_is_one_line_at_start(
     capsys: pytest.CaptureFixture,
 ) -> None:  # fmt: skip
     """`python -m ssmax.train` as a process (a Hydra app); the pipeline's entry, the same
-    function its `python -m` runs, in this process (test_errors starts it as a process)."""
+    function its `python -m` runs, in this process (test_user_mistakes starts it as a process)."""
     url = no_mlflow_uri(kind, request)
     out = tmp_path / "out"
     overrides = ["preset=smoke", f"paths.output_dir={out}", f"tracking.tracking_uri={url}"]

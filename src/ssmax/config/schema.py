@@ -47,7 +47,7 @@ def items(*values: Any) -> Any:
 @dataclass
 class DesignConfig:
     """A reduced preset's design criteria, fixed before any comparison of variants and checked
-    by the report (ssmax.report.design); never tuned towards a verdict."""
+    by the report (ssmax.verdicts.design); never tuned towards a verdict."""
 
     seeds: list[int] = rule(  # seeds the preset was designed on
         [0, 1, 2], ge=0, min_items=1, unique=True
@@ -360,7 +360,7 @@ class PipelineSettings:
 
 @dataclass
 class CostConfig:
-    """`plan`'s cost table (ssmax.pipeline.cost); the paper gives no costs."""
+    """`plan`'s cost table (ssmax.pipeline.plan_cost); the paper gives no costs."""
 
     gpu: str = "H100"  # the GPU costed: measured rates of a device whose name contains it
     # null: the project's bench/throughput.json (written by `make bench` on a GPU)

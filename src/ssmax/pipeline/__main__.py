@@ -2,7 +2,7 @@
 
 run     execute every node that is not cached (the executor group picks where), then report
 plan    print the DAG: each node, its fingerprint and whether it is cached or would run; then
-        what it costs (tokens, FLOPs, GPU-hours, wall time, disk: ssmax.pipeline.cost)
+        what it costs (tokens, FLOPs, GPU-hours, wall time, disk: ssmax.pipeline.plan_cost)
 status  each node's state on disk (and its SLURM job, after `run executor=slurm`)
 
 One `run` per output folder at a time (ssmax.pipeline.run_lock): a second one says who holds it and
@@ -20,11 +20,11 @@ from ssmax.config.compose import ConfigError, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
 from ssmax.pipeline.bundle import check_bundle
-from ssmax.pipeline.cost import format_costs, over_timeout, plan_costs
 from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.local import Stopped
 from ssmax.pipeline.mlflow_runs import abort_open_runs, close_dead_runs
+from ssmax.pipeline.plan_cost import format_costs, over_timeout, plan_costs
 from ssmax.pipeline.run import compose_pipeline, plan
 from ssmax.pipeline.run_lock import BUSY, Busy, pipeline_lock
 from ssmax.pipeline.slurm import book_path, print_status

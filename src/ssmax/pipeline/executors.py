@@ -15,11 +15,11 @@ import time
 from omegaconf import DictConfig
 
 from ssmax.pipeline.bundle import bundled
-from ssmax.pipeline.cost import downstream_flops, plan_costs
 from ssmax.pipeline.inprocess import FINISHED, Log, run_inprocess
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.local import run_local
 from ssmax.pipeline.mlflow_runs import ParentRun
+from ssmax.pipeline.plan_cost import downstream_flops, plan_costs
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.stages.spec import stage_spec
 from ssmax.tracking.store import ensure_experiment, is_server, tracking_uri

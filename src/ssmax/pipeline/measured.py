@@ -1,5 +1,5 @@
 """Measured throughput per GPU: what `make bench` wrote on a GPU (bench/throughput.json), read by
-`plan` (ssmax.pipeline.cost) in place of an assumed MFU.
+`plan` (ssmax.pipeline.plan_cost) in place of an assumed MFU.
 
 The file maps a device name (torch.cuda.get_device_name()) to a model (conf/model/<name>.yaml)
 to one rate per kind of node, each with where it came from:

@@ -1,11 +1,11 @@
 """The families a registration names, judged by the code's rule, and whether the orderings the
 code forms are the registered ones (the judge runs today's code, not the registered commit's).
 
-- primary, secondary (the confirmatory registration): the paper's claims (report.claims).
-- rivals (Holm; the arms'): the rivals' and arms' claims (report.rivals.rival_claims) for the
+- primary, secondary (the confirmatory registration): the paper's claims (verdicts.claims).
+- rivals (Holm; the arms'): the rivals' and arms' claims (verdicts.rivals.rival_claims) for the
   registered variants; its orderings are listed in the registration.
 - leaderboard (Benjamini-Hochberg; the arms'): every registered law against (a) and (b) on
-  each registered measure (report.rivals.board), one claim-like record of 100 orderings.
+  each registered measure (verdicts.rivals.board), one claim-like record of 100 orderings.
 """
 
 from __future__ import annotations
@@ -13,23 +13,23 @@ from __future__ import annotations
 from collections import Counter
 
 from ssmax.registration.spec import Registration
-from ssmax.report.claims import Claim, claims
-from ssmax.report.gather import Results
-from ssmax.report.published_file import counts
-from ssmax.report.render import (
+from ssmax.verdicts.claims import Claim, claims
+from ssmax.verdicts.published_file import counts
+from ssmax.verdicts.results import Results
+from ssmax.verdicts.rivals import BASES, better, board, board_rows_of, rival_claims
+from ssmax.verdicts.text import (
     BOARD_COLUMNS,
     BOARD_NOTE,
     BOARD_VERDICTS,
     RIVALS_NOTE,
-    _md_table,
     board_line,
     board_rows,
     family_text,
+    md_table,
     ordering_text,
 )
-from ssmax.report.rivals import BASES, better, board, board_rows_of, rival_claims
 
-PAPER = ("primary", "secondary")  # report.claims.claims() makes both at once
+PAPER = ("primary", "secondary")  # verdicts.claims.claims() makes both at once
 KNOWN = (*PAPER, "rivals", "leaderboard")
 
 
@@ -109,9 +109,9 @@ def tables(reg: Registration, checked: list[Claim], results: Results) -> list[st
                  " · ".join(ordering_text(k) for k in c.checks) or c.value]
                 for c in rivals]  # fmt: skip
         out += ["", f"Family rivals: {RIVALS_NOTE}", "",
-                *_md_table(["claim (paper)", "family", "verdict", "orderings"], rows)]  # fmt: skip
+                *md_table(["claim (paper)", "family", "verdict", "orderings"], rows)]  # fmt: skip
     for family in (c for c in checked if c.family == "leaderboard"):
         rows = board_rows(board_rows_of(results, laws(reg), family))
         out += ["", f"Family leaderboard: {BOARD_NOTE}", "", board_line(family), "",
-                *_md_table(BOARD_COLUMNS, rows)]  # fmt: skip
+                *md_table(BOARD_COLUMNS, rows)]  # fmt: skip
     return out

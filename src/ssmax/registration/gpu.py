@@ -29,7 +29,7 @@ from pathlib import Path
 from ssmax.files.atomic import atomic_write_json
 from ssmax.registration.records import nodes_of, pipeline_argv, record_path, report_over, to_run
 from ssmax.registration.spec import ROOT, Registration
-from ssmax.report.published_file import run_file
+from ssmax.verdicts.published_file import run_file
 
 RUN = "gpu"
 GPU_WORKDIR = Path.home() / "ssmax-confirm-gpu"  # its cache; not the cpu run's folder

@@ -37,10 +37,10 @@ from ssmax.files.atomic import atomic_write_text
 from ssmax.registration import families
 from ssmax.registration.run import planned
 from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
-from ssmax.report.claims import Claim
-from ssmax.report.gather import Results, Settings, Table
-from ssmax.report.published_file import counts, letter
-from ssmax.report.render import _md_table, family_text, ordering_text
+from ssmax.verdicts.claims import Claim
+from ssmax.verdicts.published_file import counts, letter
+from ssmax.verdicts.results import Results, Settings, Table
+from ssmax.verdicts.text import family_text, md_table, ordering_text
 
 # the registration's validity criterion (its "validity"): NIAH accuracy at 1x >= 0.5; the arms'
 # design criterion, the mean of its design seeds, has the same bound (preset.design.falls_below)
@@ -181,7 +181,7 @@ def verdict_section(run: Run) -> list[str]:
     rows = [[c.text, family_text(c), f"**{c.verdict}**",
              " · ".join(ordering_text(k) for k in c.checks) or c.value]
             for c in checked]  # fmt: skip
-    return [*out, "", *_md_table(["claim (paper)", "family", "verdict", "orderings"], rows)]
+    return [*out, "", *md_table(["claim (paper)", "family", "verdict", "orderings"], rows)]
 
 
 def machines(run: Run) -> str:
@@ -225,9 +225,9 @@ def design_section(reg: Registration) -> list[str]:
         rows.append([letter(v), *(f"{by[s]:.3f}" if s in by else "-" for s in done),
                      "-" if mean is None else f"{mean:.3f}", crit])  # fmt: skip
     seeds = [f"seed {s}" for s in done]
-    return [*out, "", *_md_table(["variant", *seeds, "mean", "retrieves at N"], rows), "",
+    return [*out, "", *md_table(["variant", *seeds, "mean", "retrieves at N"], rows), "",
             "Every design seed's values:", "",
-            *_md_table(["variant", "metric", *seeds], seed_rows(run))]  # fmt: skip
+            *md_table(["variant", "metric", *seeds], seed_rows(run))]  # fmt: skip
 
 
 def _shown(path: Path) -> str:
@@ -270,9 +270,9 @@ def page(reg: Registration) -> str:
                     "their law evaluated on the weights they start from, checked per seed and "
                     "variant as the registration words validity."]  # fmt: skip
         out += ["", f"Skill formed at the training length ({SKILL} >= {SKILL_AT_LEAST}):", "",
-                *_md_table(["variant", *seeds], validity_rows(run)), "",
+                *md_table(["variant", *seeds], validity_rows(run)), "",
                 "Every seed's values:", "",
-                *_md_table(["variant", "metric", *seeds], seed_rows(run))]  # fmt: skip
+                *md_table(["variant", "metric", *seeds], seed_rows(run))]  # fmt: skip
     return "\n".join(out) + "\n"
 
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from ssmax.config.variants import by_letter
 from ssmax.registration.spec import ROOT, Registration, load
-from ssmax.report.claims import Ordering
-from ssmax.report.metrics import table_names
-from ssmax.report.replicate import as_table
-from ssmax.report.stats import ALPHA, Interval, paired_t_power, seeds_for_power
+from ssmax.verdicts.claims import Ordering
+from ssmax.verdicts.metrics import table_names
+from ssmax.verdicts.replicate import as_table
+from ssmax.verdicts.stats import ALPHA, Interval, paired_t_power, seeds_for_power
 
 RESULTS = ROOT / "docs" / "results"
 # the exploratory runs: name -> the files whose seeds together make it

@@ -41,7 +41,7 @@ from ssmax.registration.records import (
     to_run,
 )
 from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
-from ssmax.report.published_file import run_file
+from ssmax.verdicts.published_file import run_file
 
 WORKDIR = Path.home() / "ssmax-confirm"  # outside the checkout: a new work tree keeps it
 ATTEMPTS = 2  # a technical failure is run again once (the registration's conduct)

@@ -24,7 +24,7 @@ class Registration:
     variants: tuple[str, ...]
     seeds: tuple[int, ...]  # the registered seeds, in the order they run
     spares: tuple[int, ...]  # taken in order for a seed that fails twice for a technical cause
-    primary: tuple[str, ...]  # the primary family's ordering labels (report.claims); () where
+    primary: tuple[str, ...]  # the primary family's ordering labels (verdicts.claims); () where
     # the registration judges other families only (rule.families: each with its orderings)
     runs: dict[str, dict]  # run name (cpu, gpu) -> its machine, seeds and how it is run
     data: dict  # the whole file
@@ -37,7 +37,7 @@ class Registration:
         return self.path.parent.parent / "results" / self.name / run
 
     def orderings(self, family: str) -> tuple[str, ...]:
-        """A registered family's ordering labels ('x < y on metric'), as report.claims names
+        """A registered family's ordering labels ('x < y on metric'), as verdicts.claims names
         them; () where the family lists none (it is every ordering of a kind, in words)."""
         listed = self.data["rule"]["families"].get(family, {}).get("orderings", ())
         return tuple(listed) if isinstance(listed, list) else ()

@@ -12,16 +12,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.variants import learns_p_n, with_starts
 from ssmax.data.fact_spec import spec_from_cfg
-from ssmax.report.claims import claims, in_scope
-from ssmax.report.design import design_rows, without_failed
-from ssmax.report.figures import make_figures, pn_fits
-from ssmax.report.gather import Design, Results, Settings, Table
-from ssmax.report.metrics import PN_R2
-from ssmax.report.published_file import counts
+from ssmax.report.figures import make_figures
 from ssmax.report.render import markdown, to_html
-from ssmax.report.rivals import board_json, leaderboard, rival_claims
 from ssmax.report.table import gather, rows
 from ssmax.tracking.store import folder_store
+from ssmax.verdicts.against import against
+from ssmax.verdicts.claims import claims, in_scope
+from ssmax.verdicts.design import design_rows, without_failed
+from ssmax.verdicts.metrics import PN_R2
+from ssmax.verdicts.pn_fit import pn_fits
+from ssmax.verdicts.published_file import counts
+from ssmax.verdicts.results import Design, Results, Settings, Table
+from ssmax.verdicts.rivals import board_json, leaderboard, rival_claims
 
 
 def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -151,11 +153,6 @@ def build_report(
             design.append([f"the claims without seeds {failed}, where a variant did not form "
                            "the skill (information: they stay in every verdict)", "-", "-",
                            counts(without)])  # fmt: skip
-    # lazy, a cycle at load time: against imports report.published, and `python -m
-    # ssmax.report.published` imports this package first (at the top: runpy's RuntimeWarning,
-    # the module found in sys.modules before it runs as __main__)
-    from ssmax.report.against import against
-
     placed = against(table, settings.preset)  # this run's seeds against the published ones
     shown = (placed.line, placed.table())
     md.write_text(markdown(settings, rows(table), checked, figures, untested, models, design,

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ssmax.config.variants import learns_p_n
 from ssmax.report.figures_needle import fig7, fig8
 from ssmax.report.figures_runs import fig4, fig5, fig6
-from ssmax.report.formulas import LogFit, fig1_max_output, fig3_transformed, fit_log
-from ssmax.report.gather import Results, learned_p_n
+from ssmax.report.formulas import fig1_max_output, fig3_transformed
 from ssmax.report.paper import PAPER
 from ssmax.report.plotting import FigureFile, new_figure, save
+from ssmax.verdicts.pn_fit import pn_fits
+from ssmax.verdicts.results import Results
 
 FIG1_S = 0.43
 FIG3_S = (0.43, 1.0)  # the paper does not give Fig. 3's two values of s
@@ -47,18 +47,6 @@ def fig1(results: Results, folder: Path) -> FigureFile:
         f"2). Softmax fades towards 0 as n grows; SSMax (s = {FIG1_S}) tends to 1.", png, csv,
         measured=measured,
     )  # fmt: skip
-
-
-def pn_fits(results: Results) -> dict[int, tuple[np.ndarray, LogFit]]:
-    """seed -> (learned p_n, its log fit), for every rationale model that has weights."""
-    out = {}
-    rationale = [v for v in results.variants("pretrain") if learns_p_n(v)]
-    for variant in rationale[:1]:
-        for seed, outputs in results.get("pretrain", variant).items():
-            p = learned_p_n(outputs.get("weights"))
-            if p is not None and p.size >= 3:
-                out[seed] = (p, fit_log(p))
-    return out
 
 
 def fig2(results: Results, folder: Path) -> FigureFile:

@@ -8,8 +8,9 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from ssmax.evals.haystack import NEEDLE
-from ssmax.report.gather import Results, read_needle_map, read_needle_trials
+from ssmax.report.gather import read_needle_map, read_needle_trials
 from ssmax.report.plotting import FigureFile, label, new_figure, save, variant_axes
+from ssmax.verdicts.results import Results
 
 TOP_HEADS = 25  # Fig. 7 shows the 25 highest-scoring heads
 MARKERS = {  # Fig. 8's outcome markers

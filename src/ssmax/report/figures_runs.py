@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from ssmax.config.variants import color, facts
-from ssmax.report.gather import Results, metric_history, read_loss_csv
+from ssmax.report.gather import metric_history, read_loss_csv
 from ssmax.report.plotting import FigureFile, label, new_figure, save, smooth
+from ssmax.verdicts.results import Results
 
 
 def curve_variants(results: Results) -> list[str]:

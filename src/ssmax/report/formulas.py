@@ -1,12 +1,10 @@
-"""The paper's closed forms (Eqs. 1, 2, 5-9) for Figs. 1 and 3, and the p_n log fit of Fig. 2.
+"""The paper's closed forms (Eqs. 1, 2, 5-9) for Figs. 1 and 3 (Fig. 2's p_n log fit:
+verdicts.pn_fit, a claim's metric).
 
 Everything is in float64 numpy and works in log space, so n up to 10^6 and large z stay finite.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,32 +42,3 @@ def fig3_transformed(z_max: np.ndarray, n: int, s: float | None) -> np.ndarray:
     peak = scaled.max()
     log_rest = peak + np.log(np.exp(scaled - peak).sum())  # log-sum-exp of the others
     return _max_output(scale * np.asarray(z_max, dtype=np.float64), log_rest)
-
-
-@dataclass
-class LogFit:
-    """p_n ~ a1 * log n + a2 by least squares, over the n the fit used."""
-
-    a1: float
-    a2: float
-    r2: float  # nan when the values do not vary
-    n_min: int
-
-    def __call__(self, n: np.ndarray) -> np.ndarray:
-        return self.a1 * np.log(np.asarray(n, dtype=np.float64)) + self.a2
-
-
-def fit_log(p: Sequence[float], n_min: int = 2) -> LogFit:
-    """Fit p[n-1] (n = 1..N) for n >= n_min. Default n_min = 2: p_1 gets no gradient (a
-    softmax over one key is 1 whatever its multiplier), so it stays at its initial value."""
-    values = np.asarray(p, dtype=np.float64)
-    n = np.arange(1, values.size + 1, dtype=np.float64)[n_min - 1 :]
-    y = values[n_min - 1 :]
-    if y.size < 2:
-        raise ValueError("the log fit needs at least two values")
-    design = np.stack([np.log(n), np.ones_like(n)], axis=1)
-    (a1, a2), *_ = np.linalg.lstsq(design, y, rcond=None)
-    residual = y - design @ np.array([a1, a2])
-    total = ((y - y.mean()) ** 2).sum()
-    r2 = float(1.0 - (residual**2).sum() / total) if total > 0 else float("nan")
-    return LogFit(float(a1), float(a2), r2, n_min)

@@ -6,11 +6,11 @@ results-page`): the README says no more than these files show."""
 
 from __future__ import annotations
 
-from ssmax.report.claims import PRIMARY, Checked, Claim, claims
-from ssmax.report.gather import Results, Settings, Table
-from ssmax.report.published_file import Published
+from ssmax.verdicts.claims import PRIMARY, Checked, Claim, claims
+from ssmax.verdicts.published_file import Published
+from ssmax.verdicts.results import Results, Settings, Table
 
-SHORT = {  # what each primary claim says, in a few words (its full text: report.claims)
+SHORT = {  # what each primary claim says, in a few words (its full text: verdicts.claims)
     "pretrain_lower": "(b), (c), (d) reach a lower pretraining loss than (a) (Sec. 3.1)",
     "long_loss_bc": "(b) and (c) keep a lower loss than (a) past N, theta x50 (Sec. 3.2)",
     "niah_b_above_a": "(b) retrieves better than (a) past N (NIAH, Sec. 3.3)",

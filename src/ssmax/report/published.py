@@ -5,7 +5,7 @@ lines, and the 8-seed verdict tables beside the rule before issue 42 (docs/histo
     python -m ssmax.report.published            # rewrite the generated blocks (make results-page)
     python -m ssmax.report.published --check    # exit 1 where a page and the file disagree
     python -m ssmax.report.published --replicate OTHER.json  # another run of some chains,
-                                                # ordering by ordering (report.replicate)
+                                                # ordering by ordering (verdicts.replicate)
     python -m ssmax.report.published --extend RUN/results.json  # its seeds that the file
                                                 # lacks, as the extension file (EXTENSION)
     python -m ssmax.report.published --rivals RUN/results.json  # the rival laws' verdict run
@@ -21,7 +21,7 @@ the report's results.json (variant -> metric -> seed -> value), the metrics it l
 and the verdicts published under the rule until issue 42. The claims read it directly
 (gather.Results.table); their verdict table is computed here, never typed. A generated block
 lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`. The rival laws'
-files and blocks (issue 43): report.published_rivals; the files' shape: report.published_file;
+files and blocks (issue 43): report.published_rivals; the files' shape: verdicts.published_file;
 the leaderboard of every law and its figure of NIAH by context (issue 60, docs/figures/):
 report.published_board and report.published_board_figure, whose figure `--check` holds to its
 numbers too.
@@ -36,14 +36,15 @@ from pathlib import Path
 
 from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
-from ssmax.report.claims import Claim, claims
-from ssmax.report.design import without_failed
 from ssmax.report.headline import headline
-from ssmax.report.metrics import table_names
-from ssmax.report.multiplicity import UNDECIDABLE
 from ssmax.report.published_board import board_block
 from ssmax.report.published_board_figure import FIGURE, FIGURE_CSV, draw, figure_files, figure_stale
-from ssmax.report.published_file import (
+from ssmax.report.published_rivals import RIVALS, RIVALS_DESIGN, rival_blocks, rivals_file
+from ssmax.verdicts.claims import Claim, claims
+from ssmax.verdicts.design import without_failed
+from ssmax.verdicts.metrics import table_names
+from ssmax.verdicts.multiplicity import UNDECIDABLE
+from ssmax.verdicts.published_file import (
     EXTENSION,
     PUBLISHED,
     ROOT,
@@ -56,10 +57,9 @@ from ssmax.report.published_file import (
     skill_floor,
     skill_line,
 )
-from ssmax.report.published_rivals import RIVALS, RIVALS_DESIGN, rival_blocks, rivals_file
-from ssmax.report.render import _md_table, family_text, ordering_text, seeds_text
-from ssmax.report.replicate import compare, read_judgeable
-from ssmax.report.replicate import table as again_table
+from ssmax.verdicts.replicate import compare, read_judgeable
+from ssmax.verdicts.replicate import table as again_table
+from ssmax.verdicts.text import family_text, md_table, ordering_text, seeds_text
 
 # the 8-seed tables (verdicts, verdicts-short) beside the rule before issue 42: history
 PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/history.md",
@@ -68,7 +68,7 @@ PAGES = {"seed-tables": "docs/results.md", "verdicts": "docs/history.md",
          "rival-laws": "docs/results.md", "rival-laws-short": "README.md",
          "rival-design-cpu": "docs/rival-laws.md", "headline": "README.md",
          "leaderboard": "docs/results.md"}  # fmt: skip
-# other runs of some of the published chains, each a generated block (report.replicate)
+# other runs of some of the published chains, each a generated block (verdicts.replicate)
 REPLICATIONS = {
     "replication-gpu": ROOT / "docs/results/gpu_replication_2026-11-27.json",
     "replication-cpu": ROOT / "docs/results/cpu_rerun_2026-11-27.json",
@@ -91,7 +91,7 @@ def seed_tables(pub: Published) -> str:
         variants = [v for v in ordered(list(pub.table)) if metric in pub.table[v]]
         rows = [[letter(v), *(_cell(pub, v, metric, s) for s in seeds)]
                 for v in variants]  # fmt: skip
-        out += [heading, "", *_md_table(["variant", *(f"seed {s}" for s in seeds)], rows), ""]
+        out += [heading, "", *md_table(["variant", *(f"seed {s}" for s in seeds)], rows), ""]
     if "p_n log fit R²" in pub.table.get("pn_rationale", {}):
         out.append("**p_n's fit (R²)**: " + ", ".join(
             f"{'seed ' if i == 0 else ''}{s} {_cell(pub, 'pn_rationale', 'p_n log fit R²', s)}"
@@ -168,10 +168,10 @@ def verdicts(checked: list[Claim], pub: Published, short: bool) -> str:
                  f"{seeds_text(c.seeds_needed)}; {c.floor}"]
                 for c, o in zip(checked, old, strict=True)]  # fmt: skip
     if short:
-        return "\n".join([head, "", *_md_table(columns, rows)])
+        return "\n".join([head, "", *md_table(columns, rows)])
     floor = skill_floor(pub)
     failed, without = without_failed(pub.results(), list(pub.table), floor, claims)
-    return "\n".join([head, "", *_md_table(columns, rows), "", skill_line(failed, without, floor)])
+    return "\n".join([head, "", *md_table(columns, rows), "", skill_line(failed, without, floor)])
 
 
 def blocks(pub: Published) -> dict[str, str]:
@@ -210,9 +210,9 @@ def extended_verdicts(pub: Published, checked: list[Claim], path: Path) -> str:
     failed, without = without_failed(both.results(), list(both.table), skill_floor(pub), claims)
     added = ["", skill_line(failed, without, skill_floor(pub)), "",
              "The added seeds' values (every one; the file holds more metrics):", "",
-             *_md_table(["variant", "metric", *(f"seed {s}" for s in ext.run["seeds"])],
+             *md_table(["variant", "metric", *(f"seed {s}" for s in ext.run["seeds"])],
                         seeds_rows)]  # fmt: skip
-    return "\n".join([head, "", *_md_table(columns, rows), *added])
+    return "\n".join([head, "", *md_table(columns, rows), *added])
 
 
 def extension_from(results: Path, pub: Published) -> dict:

@@ -14,15 +14,15 @@ A row: the law's seeds, run (files) and machine; per headline measure (NIAH past
 length, top needle score, the loss at each evaluated multiple past it: the runs' union, "-"
 where the law's run has none) its paired difference to (a) and to (b) of its own run, positive
 on the law's better side, as mean [95% t-interval], with a mark: decided better or worse by the
-claims' rule (report.claims, report.multiplicity), else not separated. Decided where:
+claims' rule (verdicts.claims, verdicts.multiplicity), else not separated. Decided where:
 
-- a law other than (a) and (b): in its run's family "leaderboard" (report.rivals.board: every law
+- a law other than (a) and (b): in its run's family "leaderboard" (verdicts.rivals.board: every law
   of the run against (a) and (b) on the measures, Benjamini-Hochberg), as docs/rival-laws.md
   registered it for the rival laws' run; a run whose leaderboard was not written down before
   its seeds ran (Source.board_registered false: the paper's verdict run) gives its laws'
   effects only, marked untested (·), never a verdict;
 - (b) against (a), and (a) against (b), the same ordering read from its other side: in the
-  paper's primary family (Holm) on that run, which tests it (report.claims); marked untested
+  paper's primary family (Holm) on that run, which tests it (verdicts.claims); marked untested
   where no family of the run does.
 
 A base's line for itself is its own mean [95% t-interval].
@@ -38,15 +38,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ssmax.config.variants import by_letter, facts, label, ordered
-from ssmax.report.claims import Checked, Ordering, check, claims, long_multiples
-from ssmax.report.gather import Results
-from ssmax.report.metrics import values_of
 from ssmax.report.published_board_figure import FIGURE, _rel, curves, figure_caption
-from ssmax.report.published_file import ROOT
 from ssmax.report.published_runs import Run, Source, load_run, sources, span
-from ssmax.report.render import _md_table, family_text
-from ssmax.report.rivals import BASES, NIAH, TOP, better, board, present
-from ssmax.report.stats import Interval
+from ssmax.verdicts.claims import Checked, Ordering, check, claims, long_multiples
+from ssmax.verdicts.metrics import values_of
+from ssmax.verdicts.published_file import ROOT
+from ssmax.verdicts.results import Results
+from ssmax.verdicts.rivals import BASES, NIAH, TOP, better, board, present
+from ssmax.verdicts.stats import Interval
+from ssmax.verdicts.text import family_text, md_table
 
 MARKS = {"holds": "▲", "contradicted": "▼"}
 APART, UNTESTED = "○", "·"  # not separated (inconclusive or not decidable); no family tests it
@@ -239,7 +239,7 @@ def board_block(runs: list[Source] | None = None) -> str:
             f"{len(lines)} a family tests, (a) against (b) counted once).")  # fmt: skip
     columns = ["law", "seeds, run, machine", *(heading(m) for m in b.measures)]
     shown = list({id(r.run): r.run for r in b.rows}.values())
-    out = [head, "", *_md_table(columns, [row_cells(r, b.measures) for r in b.rows]), "",
+    out = [head, "", *md_table(columns, [row_cells(r, b.measures) for r in b.rows]), "",
            LEGEND, "", "Families: " + " ".join(b.families), "", "Runs:", "",
            *(run_line(r) for r in shown)]  # fmt: skip
     out += [f"- not in yet: {s.name} ({', '.join(f.name for f in s.files)})" for s in b.missing]

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from ssmax.config.variants import by_letter, color, facts, label, ordered
 from ssmax.report.plotting import new_figure
-from ssmax.report.published_file import ROOT
 from ssmax.report.published_runs import Run, Source, load_run, sources, span
-from ssmax.report.stats import Interval
+from ssmax.verdicts.published_file import ROOT
+from ssmax.verdicts.stats import Interval
 
 FIGURE = ROOT / "docs" / "figures" / "leaderboard_niah.png"
 FIGURE_CSV = FIGURE.with_suffix(".csv")

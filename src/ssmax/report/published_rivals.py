@@ -10,9 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 from ssmax.config.variants import ordered
-from ssmax.report.design import DESIGN_COLUMNS, design_rows, without_failed
-from ssmax.report.gather import Design
-from ssmax.report.published_file import (
+from ssmax.verdicts.design import DESIGN_COLUMNS, design_rows, without_failed
+from ssmax.verdicts.published_file import (
     ROOT,
     Published,
     counts,
@@ -24,18 +23,19 @@ from ssmax.report.published_file import (
     skill_floor,
     skill_line,
 )
-from ssmax.report.render import (
+from ssmax.verdicts.replicate import read_judgeable
+from ssmax.verdicts.results import Design
+from ssmax.verdicts.rivals import leaderboard, rival_claims
+from ssmax.verdicts.text import (
     BOARD_COLUMNS,
     BOARD_NOTE,
     CLAIM_COLUMNS,
     RIVALS_NOTE,
-    _claim_rows,
-    _md_table,
     board_line,
     board_rows,
+    claim_rows,
+    md_table,
 )
-from ssmax.report.replicate import read_judgeable
-from ssmax.report.rivals import leaderboard, rival_claims
 
 # the rival laws' verdict run (--rivals) and their design seeds' run on the CPU (--rivals-design)
 RIVALS = ROOT / "docs" / "results" / "rival_laws_seeds3-12.json"
@@ -71,11 +71,11 @@ def rival_laws(path: Path, short: bool) -> str:
                 for metric in RIVAL_MEASURES for v in variants
                 if metric in pub.table[v]]  # fmt: skip
     return "\n".join([
-        head, "", *_md_table(CLAIM_COLUMNS, _claim_rows(checked)), "",
+        head, "", *md_table(CLAIM_COLUMNS, claim_rows(checked)), "",
         skill_line(failed, without, skill_floor(pub)), "", RIVALS_NOTE, "",
-        BOARD_NOTE, "", board_line(board), "", *_md_table(BOARD_COLUMNS, board_rows(rows)), "",
+        BOARD_NOTE, "", board_line(board), "", *md_table(BOARD_COLUMNS, board_rows(rows)), "",
         "Every seed's value:", "",
-        *_md_table(["law", "measure", *(f"seed {s}" for s in seeds)], per_seed),
+        *md_table(["law", "measure", *(f"seed {s}" for s in seeds)], per_seed),
     ])  # fmt: skip
 
 
@@ -85,7 +85,7 @@ def _value(pub: Published, variant: str, metric: str, seed: int) -> str:
 
 
 def design_criteria(path: Path) -> str:
-    """A run's design criteria (preset.design, report.design) on its design seeds."""
+    """A run's design criteria (preset.design, verdicts.design) on its design seeds."""
     if not path.is_file():
         return not_in_yet(path, "the design run of docs/rival-laws.md")
     pub = load(path)
@@ -94,7 +94,7 @@ def design_criteria(path: Path) -> str:
     seeds = pub.run["seeds"]
     head = (f"Seeds {', '.join(map(str, seeds))}, run {pub.run['date']} at {pub.run['commit']} on "
             f"{pub.run['cpu']}:")  # fmt: skip
-    return "\n".join([head, "", *_md_table(DESIGN_COLUMNS, rows)])
+    return "\n".join([head, "", *md_table(DESIGN_COLUMNS, rows)])
 
 
 def rivals_file(results: Path, design: bool) -> dict:

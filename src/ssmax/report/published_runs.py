@@ -1,6 +1,6 @@
 """The runs the leaderboard reads (report.published_board, issue 60 item 4), each a published
 file of docs/results/ and the files that add seeds to it, joined as
-report.published_file.extended joins them.
+verdicts.published_file.extended joins them.
 
 sources(): those SOURCES declares, then every other published file of docs/results/ (a
 "results" and a "run", its seeds not only the design's) as a run of its own, so a new results
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
 
-from ssmax.report.gather import Table
-from ssmax.report.published_file import EXTENSION, PUBLISHED, ROOT, Published, extended, load
 from ssmax.report.published_rivals import RIVALS
+from ssmax.verdicts.published_file import EXTENSION, PUBLISHED, ROOT, Published, extended, load
+from ssmax.verdicts.results import Table
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ssmax.config.variants import ordered
-from ssmax.report.metrics import niah_mean
+from ssmax.verdicts.metrics import niah_mean
 
 
 def gather(inputs: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[int, float]]]:

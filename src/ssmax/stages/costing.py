@@ -1,6 +1,6 @@
 """What one node of a stage costs, as its stage module declares it: beside its SPEC, each stage
 module has ``cost(cfg, stage, inputs) -> StageCost`` (the node's config, its stage in the
-pipeline declaration, its input nodes' names). The plan (ssmax.pipeline.cost) asks each node's
+pipeline declaration, its input nodes' names). The plan (ssmax.pipeline.plan_cost) asks each node's
 stage and turns the answer into GPU-hours, wall time and disk; a module without ``cost`` is
 shown as declaring none, never counted as free. A stage that computes nothing says so with
 ``StageCost()``.

@@ -27,7 +27,7 @@ class StageSpec:
     trains: it makes its own MLflow run and checkpoints (and resumes them). inline: bookkeeping
     of no compute at any scale; the local executor runs it in its own process (a worker process
     costs seconds to start). reported_as: the name the report reads this stage's outputs under
-    (report.gather.Results: pretrain, eval_loss, eval_niah, export); None: the report does not
+    (verdicts.results.Results: pretrain, eval_loss, eval_niah, export); None: the report does not
     read them. files: files of the repository the stage reads (relative to its root, under a
     folder ssmax.pipeline.snapshot copies), hashed by content into the fingerprint: a new
     published file makes the report again.

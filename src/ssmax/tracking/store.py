@@ -115,7 +115,7 @@ def empty_store(cache: Path) -> Path:
     """<cache>/mlflow/empty-<MLflow version>.db: MLflow's tables at its schema head, no rows,
     made (atomically) by the first process that needs it. MLflow makes them so in a new store
     (mlflow.store.db.utils._initialize_tables, which SqlAlchemyStore calls on an empty database;
-    tests/test_lock.py holds a store copied from it equal to one made in place)."""
+    tests/test_concurrent_runs.py holds a store copied from it equal to one made in place)."""
     import mlflow
     from mlflow.store.db.utils import _initialize_tables
     from sqlalchemy import create_engine

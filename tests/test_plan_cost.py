@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 
 from ssmax.pipeline import measured
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.cost import (
+from ssmax.pipeline.declaration import PIPELINES_DIR, available, load
+from ssmax.pipeline.plan_cost import (
     NodeCost,
     _duration,
     critical_path_hours,
@@ -20,7 +21,6 @@ from ssmax.pipeline.cost import (
     scheduled_hours,
     stage_cost,
 )
-from ssmax.pipeline.declaration import PIPELINES_DIR, available, load
 from ssmax.pipeline.run import plan
 from ssmax.stages.costing import StageCost, per_token
 from ssmax.stages.spec import StageSpec

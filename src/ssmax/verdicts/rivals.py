@@ -2,7 +2,7 @@
 
 Both only where the run holds a rival law (a letter of RIVALS' orderings other than (a) and
 (b)); a run without one (the paper pipeline) gets neither, and the paper's families are
-untouched: these are families of their own, judged by the rule of report.claims.
+untouched: these are families of their own, judged by the rule of verdicts.claims.
 
 - RIVALS, the claims docs/rival-laws.md wrote down before any verdict seed of these laws ran
   ("Claims written before any seed of theirs ran"), each its paper's headline claim: the
@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from ssmax.config.variants import by_letter, facts
-from ssmax.report.claims import Checked, Claim, Ordering, apply_rule, check, long_multiples
-from ssmax.report.gather import Results
-from ssmax.report.metrics import values_of
-from ssmax.report.stats import Interval
+from ssmax.verdicts.claims import Checked, Claim, Ordering, apply_rule, check, long_multiples
+from ssmax.verdicts.metrics import values_of
+from ssmax.verdicts.results import Results
+from ssmax.verdicts.stats import Interval
 
 NIAH, TOP = "niah", "needle_top"
 BASES = ("a", "b")  # what every law is compared with

@@ -43,7 +43,7 @@ verdict is decided"); never tune it, the families or the claims towards a verdic
   at 8 seeds it covers ~88% (tests/test_stats.py measures both).
 - Beside each verdict, information only, never part of it:
   - the uncorrected verdict, the rule until issue 42: the 95% Student-t interval of the mean
-    of d (ssmax.report.stats) above 0 holds, below 0 contradicted, else inconclusive;
+    of d (ssmax.verdicts.stats) above 0 holds, below 0 contradicted, else inconclusive;
   - leave-one-out: each ordering's decision (holds, contradicted, or undecided: inconclusive
     and not decidable alike) by this rule with one seed left out of every ordering of both
     families (the same experiment without that seed); a decision that one seed's absence
@@ -69,11 +69,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ssmax.config.variants import by_letter, facts, learns_p_n, names
-from ssmax.report.figures import pn_fits
-from ssmax.report.gather import Results
-from ssmax.report.metrics import absent_reason, values_of
-from ssmax.report.multiplicity import UNDECIDABLE, Tested, floor_of, rule
-from ssmax.report.stats import ALPHA, OUTLIER_Z, Interval, robust_z
+from ssmax.verdicts.metrics import absent_reason, values_of
+from ssmax.verdicts.multiplicity import UNDECIDABLE, Tested, floor_of, rule
+from ssmax.verdicts.pn_fit import pn_fits
+from ssmax.verdicts.results import Results
+from ssmax.verdicts.stats import ALPHA, OUTLIER_Z, Interval, robust_z
 
 R2_LOG_LAW = 0.9  # "p_n closely follows a log law"
 VERDICTS = ("holds", "contradicted", UNDECIDABLE, "inconclusive", "n/a")

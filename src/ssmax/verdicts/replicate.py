@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssmax.config.variants import facts, names
-from ssmax.report.claims import Checked, Claim, apply_rule, claims, paper_claims
-from ssmax.report.gather import Results, Settings, Table
-from ssmax.report.multiplicity import CORRECTION_NAMES, CORRECTIONS, UNDECIDABLE
-from ssmax.report.render import _md_table
-from ssmax.report.stats import Interval
+from ssmax.verdicts.claims import Checked, Claim, apply_rule, claims, paper_claims
+from ssmax.verdicts.multiplicity import CORRECTION_NAMES, CORRECTIONS, UNDECIDABLE
+from ssmax.verdicts.results import Results, Settings, Table
+from ssmax.verdicts.stats import Interval
+from ssmax.verdicts.text import md_table
 
 UNDECIDED = ("n/a", UNDECIDABLE)  # not counted in "came again"
 
@@ -261,8 +261,8 @@ def table(rep: Replication) -> str:
     out = [head, "",
            f"Effects, high - low: mean [95% t-interval] (seeds); the intervals overlap in "
            f"{sum(bool(e.overlap) for e in overlapping)} of {len(overlapping)}:", "",
-           *_md_table(["ordering", "published", "other run", "intervals overlap"], effects), "",
-           verdicts, "", *_md_table(columns, rows)]  # fmt: skip
+           *md_table(["ordering", "published", "other run", "intervals overlap"], effects), "",
+           verdicts, "", *md_table(columns, rows)]  # fmt: skip
     if rep.left_out:
         out += ["", f"Left out (a value missing in a run): {'; '.join(rep.left_out)}."]
     return "\n".join(out)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ssmax.report.gather import Results
+from ssmax.verdicts.results import Results
 
 PN_R2 = "p_n log fit R²"  # results.json's column of the rationale model's log-law fit
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.variants import facts
-from ssmax.report.gather import Results, Settings, Table
-from ssmax.report.multiplicity import UNDECIDABLE
-from ssmax.report.replicate import as_table, judgeable, read_json, read_table
+from ssmax.verdicts.multiplicity import UNDECIDABLE
+from ssmax.verdicts.replicate import as_table, judgeable, read_json, read_table
+from ssmax.verdicts.results import Results, Settings, Table
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 PUBLISHED = ROOT / "docs" / "results" / "verdict_seeds3-10.json"

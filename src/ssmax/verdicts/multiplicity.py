@@ -1,4 +1,4 @@
-"""The claims' rule across orderings (report.claims' docstring): each family's two p-values per
+"""The claims' rule across orderings (verdicts.claims' docstring): each family's two p-values per
 ordering, corrected within the family, the verdict where the t-test and the permutation test agree,
 "not decidable" below the family's permutation floor, and leave-one-out. Plain data in and out:
 nothing here knows a claim, a variant or a metric; an ordering is its label and its paired
@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ssmax.report.stats import (
+from ssmax.verdicts.stats import (
     ALPHA,
     benjamini_hochberg,
     holm,
@@ -26,7 +26,7 @@ CORRECTIONS: dict[str, Callable[[Sequence[float]], list[float]]] = {
     "primary": holm,  # family-wise error
     "secondary": benjamini_hochberg,  # false discovery rate
     "rivals": holm,  # the rival laws' papers' headline claims (docs/rival-laws.md)
-    "leaderboard": benjamini_hochberg,  # every law against (a) and (b) (report.rivals)
+    "leaderboard": benjamini_hochberg,  # every law against (a) and (b) (verdicts.rivals)
 }
 CORRECTION_NAMES = {holm: "Holm", benjamini_hochberg: "Benjamini-Hochberg"}
 DISAGREE = "t and permutation disagree"

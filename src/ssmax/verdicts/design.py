@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ssmax.config.variants import facts
-from ssmax.report.gather import Design, Results
-from ssmax.report.metrics import values_of
+from ssmax.verdicts.metrics import values_of
+from ssmax.verdicts.results import Design, Results
 
 DESIGN_COLUMNS = ["criterion (preset.design)", "over the design seeds", "met",
                   "over this run's seeds (information)"]  # fmt: skip

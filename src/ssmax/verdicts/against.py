@@ -19,8 +19,8 @@ from pathlib import Path
 from scipy import stats
 
 from ssmax.config.variants import ordered
-from ssmax.report.gather import Table
-from ssmax.report.published import PUBLISHED, ROOT, Published, letter, load
+from ssmax.verdicts.published_file import PUBLISHED, ROOT, Published, letter, load
+from ssmax.verdicts.results import Table
 
 LEVEL = 0.99  # the prediction interval's coverage
 COLUMNS = ["variant", "metric", "published seeds: mean ± sd [min, max]",
