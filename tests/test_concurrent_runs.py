@@ -148,18 +148,22 @@ def test_two_runs_at_once_one_runs_the_other_waits(tmp_path: Path, shared_cache:
     assert sorted(r.info.status for r in pipelines) == ["FINISHED", "FINISHED"]
 
 
-def _hold(lock: Path, log: Path, held: Path) -> None:
-    with exclusive(lock):
-        held.touch()
-        time.sleep(0.5)
-        with open(log, "a") as f:
-            f.write("holder done\n")
+# The holder: a fresh interpreter that imports the lock alone (a spawned Process imported
+# this module, MLflow and Lightning with it: ~6 s of CPU to hold a lock for half a second).
+HOLD = """import sys, time
+from ssmax.files.flock import exclusive
+lock, log, held = sys.argv[1:]
+with exclusive(lock):
+    open(held, "w").close()
+    time.sleep(0.5)
+    with open(log, "a") as f:
+        f.write("holder done\\n")
+"""
 
 
 def test_exclusive_waits_for_the_holder_in_another_process(tmp_path: Path) -> None:
     lock, log, held = tmp_path / "sub" / "x.lock", tmp_path / "log", tmp_path / "held"
-    holder = multiprocessing.get_context("spawn").Process(target=_hold, args=(lock, log, held))
-    holder.start()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock), str(log), str(held)])
     deadline = time.monotonic() + 60
     while not held.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -167,7 +171,7 @@ def test_exclusive_waits_for_the_holder_in_another_process(tmp_path: Path) -> No
     # blocks until the holder has written its line and let go
     with exclusive(lock), open(log, "a") as f:
         f.write("second\n")
-    holder.join(60)
+    assert holder.wait(60) == 0
     assert log.read_text().splitlines() == ["holder done", "second"]
 
 

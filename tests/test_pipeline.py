@@ -234,3 +234,20 @@ def test_tracking_off_logs_nothing_to_mlflow(tmp_path: Path, shared_cache: Path)
     assert {j.stage for j in jobs} == {"pretrain", "rope_pretrained", "eval_loss"}
     assert all(job.done is not None and job.done["run_id"] is None for job in jobs)
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
+
+
+def test_local_nodes_take_their_share_of_the_cores_at_most_omp_num_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """executor=local: a node's torch threads are the cores / workers, bounded by
+    OMP_NUM_THREADS where it is set (a test suite's worker, a batch job), never below 1."""
+    from ssmax.pipeline.local import node_threads
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert [node_threads(w) for w in (1, 2, 3, 16)] == [8, 4, 2, 1]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert [node_threads(w) for w in (1, 2, 3, 16)] == [2, 2, 2, 1]
+    for unset in ("", "0", "many"):  # not a count: the share alone
+        monkeypatch.setenv("OMP_NUM_THREADS", unset)
+        assert node_threads(1) == 8

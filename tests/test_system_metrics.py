@@ -30,7 +30,9 @@ HOST = ("system/cpu_utilization_percentage", "system/system_memory_usage_megabyt
         "system/process_memory_megabytes")  # fmt: skip
 
 
-def test_the_sampler_logs_each_window_and_the_last_at_stop() -> None:
+def test_the_sampler_logs_each_window_and_the_last_at_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     logged: list[tuple[dict[str, float], int]] = []
     monitor = SystemMetrics(lambda m, s: logged.append((m, s)), interval_s=3600).start()
     monitor.stop()  # long before the first interval ends: its window is logged all the same
@@ -40,6 +42,7 @@ def test_the_sampler_logs_each_window_and_the_last_at_stop() -> None:
     assert node_label(2, 1) == "node1" and node_label(1, 0) is None
     stuck = threading.Event()
     slow = SystemMetrics(lambda m, s: stuck.wait(), interval_s=3600, node="node0").start()
+    monkeypatch.setattr("ssmax.tracking.system_metrics.STOP_WAIT_S", 0.2)  # not 5 idle seconds
     slow.stop()  # its log hangs (a server away): stop returns after STOP_WAIT_S
     assert slow._thread.is_alive() and STOP_WAIT_S <= 10
     stuck.set()

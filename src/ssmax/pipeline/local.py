@@ -54,13 +54,23 @@ def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> 
         return _schedule(jobs, cfg, log, parent, context)
 
 
+def node_threads(workers: int) -> int:
+    """A local node's torch threads: its share of the cores this process may run on, and at
+    most OMP_NUM_THREADS where the environment sets it (the caller's share: a test suite's
+    worker, a batch job's). More threads than free cores spin and wait: on 2 busy cores a
+    smoke pretraining took 1.6x the CPU with 2 threads as with 1 (docs/history.md)."""
+    share = max(1, len(os.sched_getaffinity(0)) // workers)
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    return min(share, int(limit)) if limit.isdigit() and int(limit) > 0 else share
+
+
 def _schedule(
     jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun, context: Any
 ) -> dict[str, str]:
     adopt(jobs, parent)
     workers = int(cfg.executor.workers)
     timeout_s = 60 * float(cfg.executor.timeout_min)
-    threads = max(1, (len(os.sched_getaffinity(0)) // workers))
+    threads = node_threads(workers)
     logs = Path(cfg.paths.output_dir) / "pipeline" / "logs"
     states = {job.name: "cached" for job in jobs if job.done is not None}
     pending = [job for job in jobs if job.name not in states]
