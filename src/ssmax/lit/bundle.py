@@ -5,13 +5,16 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle), for the 
 pretrain (from scratch, or from other weights and another run's data position: (f)'s switch)
 and sft:
 
+- plans: each seed's ssmax.lit.plan.TrainingPlan, the one its solo run trains (a stage's
+  train_start, or config_plans as the command line would); their objective, length and save
+  points one;
 - init: each seed's model as its solo run builds it (torch seeded with the seed, then the
-  model), then, where the seed starts from other weights (init_from, one file per seed: its
-  own (a)'s switch point, its own pretrained model), those loaded as train() loads them
-  (load_backbone: the variant's own scalars keep their init);
+  model: ssmax.model.factory.build_model), then, where the seed starts from other weights (its
+  plan's init_from: its own (a)'s switch point, its own pretrained model), those loaded as
+  train() loads them (load_backbone: the variant's own scalars keep their init);
 - data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
-  lm_datamodule or sft_datamodule), so its own order, begun where its data_start (another
-  run's data_step<N>.json, one per seed) says (ssmax.lit.bundle_data); epochs roll over as
+  lm_datamodule or sft_datamodule), so its own order, begun where its plan's data_start
+  (another run's data_step<N>.json) says (ssmax.lit.bundle_data); epochs roll over as
   the sampler counts them;
   on CUDA each seed's batches made in a loader process of its own (the same batches). SFT's
   batches are trimmed to their longest example, so the seeds' widths differ: each is padded
@@ -25,7 +28,7 @@ and sft:
   weight decay, fused on CUDA as LitLM; AdamW is elementwise, so after the per-seed clip each
   seed's slice takes its solo step (tests/test_bundle.py checks it bit for bit);
 - schedule: LitLM's lr_factor (warmup, then constant or cosine), stepped after each step;
-  SFT's steps and warmup counted from its epochs as train() counts them;
+  the plan's length in steps (SFT's epochs counted as train() counts them: Epochs.count);
 - precision: trainer.precision as Lightning applies it: 32-true; 64-true (weights cast to
   float64 after their float32 init, float64 the default dtype in the forward); bf16-mixed
   (autocast, float32 weights). Not compiled (a solo run on CUDA compiles its loss).
@@ -36,7 +39,7 @@ and sft:
   mean weighted by batch size, as Lightning averages LitLM's val/loss; and the final weights
   where the last step had none (trainer.validate).
 
-- weights mid-run: after each step of trainer.save_weights_at, each seed's weights and where
+- weights mid-run: after each step of the plan's save_at, each seed's weights and where
   its data stood (batches taken, its datamodule's state), as SaveWeightsAt writes
   model_step<N>.pt and data_step<N>.json for (f) to continue from.
 

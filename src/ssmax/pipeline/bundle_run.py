@@ -2,10 +2,11 @@
 ssmax.lit.bundle.BundleRun, each seed's node written as its solo node writes it.
 
 - before: each member's folder opened as for a solo node (ssmax.pipeline.run.open_node), its
-  training config, the weights it starts from and where its data begins as its stage (one
-  whose SPEC says bundle="train") gives them to ssmax.lit.trainer.train (seed_start), its
-  MLflow run made or reopened by the logger a solo run makes (ssmax.lit.trainer.build_logger:
-  params, datasets, tags, mlflow_run_id), tagged `bundle`;
+  plan (ssmax.lit.plan.TrainingPlan: the weights it starts from, where its data begins) as its
+  stage (one whose SPEC says bundle="train") gives it to ssmax.lit.trainer.train (seed_start),
+  its config.yaml as a solo run records it, its MLflow run made or reopened by the logger a
+  solo run makes (ssmax.lit.trainer.build_logger: params, datasets, tags, mlflow_run_id),
+  tagged `bundle`;
 - while training (SeedWriter, the run's hooks): each seed's train/loss, train/lr,
   train/tokens_seen, train/tokens_per_s and its law's learned values at trainer.log_every_n_steps
   and val/loss at the steps a solo run logs them; at trainer.save_weights_at its
@@ -88,7 +89,7 @@ class SeedWriter(BundleHooks):
                  plans: list[TrainingPlan]) -> None:  # fmt: skip
         """cfgs, plans: each seed's config (read) and plan (ssmax.lit.plan)."""
         self.job, self.members, self.cfgs, self.plans = job, members, cfgs, plans
-        self.dirs = [p.run_dir for p in plans]
+        self.dirs = [Path(m.dir) for m in members]
         cfg = cfgs[0]
         self.loggers: list[Any] = []  # open(): each seed's, as its solo run's
         self.monitor: SystemMetrics | None = None
