@@ -25,10 +25,11 @@ from collections.abc import Callable
 
 import torch
 
-from ssmax.config.compose import compose, model_config, variant_config
+from ssmax.config.compose import compose
 from ssmax.lit.lightning_module import lr_factor
 from ssmax.lit.lightning_module import param_groups as solo_groups
 from ssmax.model.bundle import SeedBundle, init_model, param_groups
+from ssmax.model.factory import model_config, variant_config
 from ssmax.model.loss import model_loss
 
 

@@ -26,13 +26,14 @@ import time
 import torch
 from omegaconf import DictConfig
 
-from ssmax.config.compose import compose, model_config, variant_config
+from ssmax.config.compose import compose
 from ssmax.evals import niah
 from ssmax.evals.inference import sdpa_first
 from ssmax.evals.niah import greedy_decode, niah_batch
 from ssmax.evals.per_position_loss import auto_batch, per_position_loss
 from ssmax.host.compiling import compile_enabled
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 from ssmax.pipeline import measured
 
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
-from ssmax.config.compose import compose, model_config, variant_config
+from ssmax.config.compose import compose
 from ssmax.evals import scaled_rope_theta
 from ssmax.export.folder import write_export
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 
 VARIANTS = sorted(p.stem for p in (Path(__file__).parents[1] / "conf" / "variant").glob("*.yaml"))
 

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ssmax.config.compose import compose, model_config, variant_config
+from ssmax.config.compose import compose
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -37,7 +37,7 @@ from concurrent.futures import Executor
 import torch
 from omegaconf import DictConfig
 
-from ssmax.config.compose import compose, model_config, variant_config
+from ssmax.config.compose import compose
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import niah
 from ssmax.evals.inference import cache_dtype, device_autocast, model_device, sdpa_first
@@ -50,6 +50,7 @@ from ssmax.evals.niah import (
 )
 from ssmax.host.compiling import maybe_compile
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense TFLOP/s, by name part
 

@@ -33,11 +33,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ssmax.config.compose import compose as make_cfg
-from ssmax.config.compose import model_config, variant_config
 from ssmax.config.variants import by_letter, facts, names
 from ssmax.host.compiling import compile_enabled
 from ssmax.lit.lightning_module import LitLM
 from ssmax.model import count_parameters
+from ssmax.model.factory import build_model, model_config, variant_config
 from ssmax.pipeline import measured
 
 # Every variant that trains its own attention law from scratch (the others reuse one's weights),
@@ -63,7 +63,7 @@ def make_lit(cfg, variant: str, steps: int, compile: bool = False) -> LitLM:  # 
     c = make_cfg(f"preset={cfg.preset.name}", f"variant={variant}")
     optim = dict(c.trainer.pretrain)
     return LitLM(
-        model_config(c), variant_config(c), c.data.seq_len, "pretrain", optim, steps, 10,
+        build_model(c), "pretrain", optim, steps, 10,
         compile=compile, loss_chunk=c.trainer.loss_chunk,
     )  # fmt: skip
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from ssmax.config.compose import compose
-from ssmax.lit.trainer import train
+from ssmax.train import train_config
 from tests.batch_recorder import load_batches
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def train_settings(out: Path, cache: Path, ranks: int, batch: int, *extra: str) 
 def train_here(out: Path, cache: Path, batch: int, *extra: str) -> None:
     """train_settings' one-process run in this process (what `python -m ssmax.train` runs
     after its checks): a reference that needs no interpreter of its own."""
-    train(compose(*train_settings(out, cache, 1, batch, *extra)))
+    train_config(compose(*train_settings(out, cache, 1, batch, *extra)))
 
 
 def train_command(out: Path, cache: Path, ranks: int, batch: int, *extra: str) -> list[str]:

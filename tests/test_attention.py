@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.config.compose import variant_config
 from ssmax.model import ModelConfig, Transformer, VariantConfig, laws, positions
 from ssmax.model.attention import SCALES, Attention, variant_term
+from ssmax.model.factory import variant_config
 from ssmax.model.rotary import apply_rope, rope_angles
 from tests.conftest import VARIANTS, make_cfg
 

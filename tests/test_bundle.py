@@ -32,15 +32,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.config.compose import model_config, variant_config
-from ssmax.data.sft_module import sft_datamodule
 from ssmax.lit import bundle as lit_bundle
-from ssmax.lit.bundle import train_bundle
+from ssmax.lit.bundle import config_plans, train_bundle
 from ssmax.lit.bundle_data import batches, seed_datamodules
-from ssmax.lit.trainer import data_state_path, train
+from ssmax.lit.trainer import data_state_path
 from ssmax.model import Transformer
 from ssmax.model.bundle import SeedBundle, init_model, param_groups
+from ssmax.model.factory import model_config, variant_config
 from ssmax.preflight.weights import read_weights
+from ssmax.train import train_config
 from tests.conftest import make_cfg
 
 SEEDS = [0, 1, 2]
@@ -76,7 +76,7 @@ def solo(variant: str, seed: int, precision: str, out: Path, cache: Path):  # no
     stood then) of the seed's solo run, trained once per module."""
     key = (variant, precision, seed)
     if key not in _SOLO:
-        result = train(smoke(variant, seed, precision, out, cache))
+        result = train_config(smoke(variant, seed, precision, out, cache))
         mid = result.extra_weights[SWITCH]
         _SOLO[key] = (read_weights(result.weights), result.metrics["train/loss"],
                       result.metrics["val/loss"], read_weights(mid),
@@ -170,8 +170,8 @@ def started_diffs(objective: str, out: Path, cache: Path, keep: bool = False) ->
     for i, seed in enumerate(SEEDS):
         if (objective, seed) not in _STARTED:
             cfg = started(objective, seed, out, cache, weights[i])
-            solo_run = (train(cfg, data[i]) if objective == "pretrain"
-                        else train(cfg, datamodule_for=sft_datamodule))  # fmt: skip
+            solo_run = (train_config(cfg, data[i]) if objective == "pretrain"
+                        else train_config(cfg))  # fmt: skip
             _STARTED[objective, seed] = (read_weights(solo_run.weights),
                                          solo_run.metrics["train/loss"],
                                          solo_run.metrics["val/loss"])  # fmt: skip
@@ -205,7 +205,10 @@ def test_an_sft_bundle_stopped_midway_goes_on_as_if_uninterrupted(
     as in the bundle that ran through (what a bundled seed resumes from in the pipeline)."""
     weights, _ = own_starts(out_dir)
     cfg = started("sft", 0, out_dir, shared_cache, weights[0])
-    whole = _BUNDLES.get("sft") or lit_bundle.BundleRun(cfg, SEEDS, init_from=weights).run()
+    whole = (
+        _BUNDLES.get("sft")
+        or lit_bundle.BundleRun(cfg, SEEDS, config_plans(cfg, SEEDS, weights)).run()
+    )
 
     class StopAfterOne(lit_bundle.BundleHooks):
         def after_step(self, run: lit_bundle.BundleRun, step: int, *_: object) -> None:
@@ -213,8 +216,8 @@ def test_an_sft_bundle_stopped_midway_goes_on_as_if_uninterrupted(
             raise _Stopped
 
     with pytest.raises(_Stopped):
-        lit_bundle.BundleRun(cfg, SEEDS, init_from=weights).run(StopAfterOne())
-    again = lit_bundle.BundleRun(cfg, SEEDS, init_from=weights)
+        lit_bundle.BundleRun(cfg, SEEDS, config_plans(cfg, SEEDS, weights)).run(StopAfterOne())
+    again = lit_bundle.BundleRun(cfg, SEEDS, config_plans(cfg, SEEDS, weights))
     again.load_state_dict(torch.load(out_dir / "sft_bundle.ckpt", weights_only=True))
     assert again.step == 1 and again.batches == 4
     resumed = again.run()
@@ -258,7 +261,7 @@ def test_equality_catches_one_clip_norm_across_seeds(
 
 def smoke_bundle(vmap: bool = True) -> tuple[SeedBundle, torch.Tensor, torch.Tensor]:
     cfg = make_cfg("preset=smoke", "variant=b_ssmax")
-    from ssmax.config.compose import model_config, variant_config
+    from ssmax.model.factory import model_config, variant_config
 
     bundle = SeedBundle.from_seeds(model_config(cfg), variant_config(cfg), 64, SEEDS, vmap=vmap)
     bundle.to(dtype=torch.float64)
@@ -327,7 +330,7 @@ def test_vmap_and_a_loop_over_the_seeds_agree_and_a_seed_loads_as_a_solo_model()
         torch.testing.assert_close(batched.params[n].grad, looped.params[n].grad,
                                    rtol=1e-12, atol=1e-15)  # fmt: skip
     cfg = make_cfg("preset=smoke", "variant=b_ssmax")
-    from ssmax.config.compose import model_config, variant_config
+    from ssmax.model.factory import model_config, variant_config
 
     model = Transformer(model_config(cfg), variant_config(cfg), 64).double()
     model.load_state_dict(batched.state_dict(1))  # strict: the solo model's keys
@@ -364,7 +367,11 @@ def _losses(workers: int, cache: str) -> torch.Tensor:
     loader processes."""
     cfg = make_cfg("preset=smoke", "variant=b_ssmax", f"paths.cache_dir={cache}",
                    "trainer.pretrain.max_steps=6")  # fmt: skip
-    return lit_bundle.BundleRun(cfg, [0, 1], loader_workers=workers).run().losses
+    return (
+        lit_bundle.BundleRun(cfg, [0, 1], config_plans(cfg, [0, 1]), loader_workers=workers)
+        .run()
+        .losses
+    )
 
 
 def test_a_seeds_loader_processes_give_its_batches_even_in_a_pipeline_worker(

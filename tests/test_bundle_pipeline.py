@@ -24,6 +24,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
+from ssmax.lit.bundle import config_plans
 from ssmax.pipeline import bundle as grouping
 from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.bundle import TRAIN, BundleJob, blocked_nodes, in_order, nodes_of
@@ -319,7 +320,8 @@ def test_a_bundle_resumes_only_from_a_checkpoint_of_its_own_nodes(tmp_path: Path
     members = [NodeJob(f"switch/{F}/seed{s}", "switch", "switch", True, False, F, s, "",
                        f"fp{s}", str(tmp_path / f"seed{s}"), {}) for s in SEEDS]  # fmt: skip
     job = BundleJob(members, str(tmp_path / "bundle"))
-    writer = SeedWriter(job, members, [make_cfg("preset=smoke")] * len(SEEDS))
+    cfg = make_cfg("preset=smoke")
+    writer = SeedWriter(job, members, [cfg] * len(SEEDS), config_plans(cfg, SEEDS))
     Path(job.dir).mkdir()
 
     def checkpoint(name: str, step: int, prints: list[str]) -> None:

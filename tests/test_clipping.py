@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ssmax.config.compose import model_config, variant_config
 from ssmax.lit.lightning_module import LitLM
+from ssmax.model.factory import build_model
 from tests.conftest import make_cfg
 
 STEPS, CLIP = 3, 1e-2  # a clip far under the smoke model's gradient norm: it acts every step
@@ -32,7 +32,7 @@ class Batches(Dataset):
 def trained(fused: bool, clip: float | None) -> dict[str, torch.Tensor]:
     cfg = make_cfg("preset=smoke", "variant=b_ssmax")
     torch.manual_seed(0)
-    module = LitLM(model_config(cfg), variant_config(cfg), cfg.data.seq_len, "pretrain",
+    module = LitLM(build_model(cfg), "pretrain",
                    dict(cfg.trainer.pretrain), STEPS, 0)  # fmt: skip
     module.FUSED_ADAMW = fused
     trainer = L.Trainer(

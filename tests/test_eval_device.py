@@ -10,11 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmax.config.compose import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError
 from ssmax.evals.needle_score import attention_rows
 from ssmax.evals.niah import greedy_decode
 from ssmax.evals.per_position_loss import per_position_loss
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 from ssmax.stages import context
 from ssmax.stages.context import load_model
 from tests.conftest import make_cfg

@@ -6,9 +6,10 @@ import math
 import pytest
 import torch
 
-from ssmax.config.compose import compose, model_config, variant_config
+from ssmax.config.compose import compose
 from ssmax.evals.copying import copy_gain
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 
 VOCAB, EOS, SPAN = 64, 0, 8
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmax.config.compose import model_config, variant_config
 from ssmax.evals import scaled_rope_theta
 from ssmax.evals.inference import SDPA_FIRST, prefetch, sdpa_first
 from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 from ssmax.report.plotting import smooth
 from tests.conftest import VARIANTS, make_cfg
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError
 from ssmax.data.lm import test_texts
 from ssmax.data.tokenizer import load_tokenizer
 from ssmax.evals import scaled_rope_theta
@@ -21,6 +21,7 @@ from ssmax.evals.haystack import build_sample, random_needle, take_haystack
 from ssmax.evals.niah import greedy_decode
 from ssmax.export.folder import write_export
 from ssmax.model import Transformer
+from ssmax.model.factory import model_config, variant_config
 from tests.conftest import VARIANTS, make_cfg
 
 transformers = pytest.importorskip("transformers")

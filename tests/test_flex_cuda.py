@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmax.config.compose import variant_config
 from ssmax.model import ModelConfig, Transformer
+from ssmax.model.factory import variant_config
 from tests.conftest import make_cfg
 from tests.test_attention import randomise_scalars
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ssmax.config.compose import model_config, variant_config
 from ssmax.lit.lightning_module import LitLM
 from ssmax.model import Transformer
+from ssmax.model.factory import build_model, model_config, variant_config
 from ssmax.model.loss import IGNORE, model_loss
 from tests.conftest import VARIANTS, make_cfg
 
@@ -72,7 +72,7 @@ def lit(variant: str, objective: str, compile: bool) -> LitLM:
     cfg = make_cfg("preset=smoke", f"variant={variant}")
     torch.manual_seed(0)
     optim = dict(cfg.trainer[objective])
-    return LitLM(model_config(cfg), variant_config(cfg), cfg.data.seq_len, objective, optim,
+    return LitLM(build_model(cfg), objective, optim,
                  10, 1, compile=compile, loss_chunk=50)  # fmt: skip
 
 

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from ssmax.config.compose import model_config, variant_config
 from ssmax.lit.lightning_module import lr_factor, param_groups
 from ssmax.model import ModelConfig, Transformer, count_parameters, inv_mean_log_n, load_backbone
+from ssmax.model.factory import model_config, variant_config
 from tests.conftest import make_cfg
 
 PAPER_A = 162_148_608

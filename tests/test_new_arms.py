@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.config.compose import ConfigError, model_config, variant_config
+from ssmax.config.compose import ConfigError
 from ssmax.model import ModelConfig, Transformer, VariantConfig, laws
 from ssmax.model.attention import Attention
+from ssmax.model.factory import model_config, variant_config
 from ssmax.model.transformer import count_parameters
 from tests.conftest import make_cfg
 from tests.test_attention import (

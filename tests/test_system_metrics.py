@@ -16,12 +16,12 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from ssmax.lit.trainer import train
 from ssmax.pipeline.run import plan
 from ssmax.pipeline.stage_code import no_result
 from ssmax.report.system_table import node_rows
 from ssmax.tracking.store import default_store, tracking_uri
 from ssmax.tracking.system_metrics import STOP_WAIT_S, SystemMetrics, node_label
+from ssmax.train import train_config
 from tests.conftest import make_cfg
 from tests.ddp_helpers import ROOT, RUN, free_port
 
@@ -90,7 +90,7 @@ def test_every_node_run_holds_system_metrics(smoke_pipeline: list[str]) -> None:
 def test_off_a_training_run_holds_none(tmp_path: Path, shared_cache: Path) -> None:
     cfg = make_cfg("preset=smoke", f"paths.output_dir={tmp_path}",
                    f"paths.cache_dir={shared_cache}", "tracking.system_metrics=false")  # fmt: skip
-    result = train(cfg)
+    result = train_config(cfg)
     run = MlflowClient(tracking_uri(cfg)).get_run(result.run_id)
     assert "train/loss" in run.data.metrics
     assert not [k for k in run.data.metrics if k.startswith("system/")]
@@ -120,8 +120,8 @@ def test_the_report_gives_each_nodes_peaks(
 def test_a_resumed_run_goes_on_after_its_system_steps(tmp_path: Path, shared_cache: Path) -> None:
     settings = ["preset=smoke", f"paths.output_dir={tmp_path}", f"paths.cache_dir={shared_cache}",
                 "trainer.pretrain.max_steps=2"]  # fmt: skip
-    first = train(make_cfg(*settings))
-    again = train(make_cfg(*settings))  # the same folder: its run reopened
+    first = train_config(make_cfg(*settings))
+    again = train_config(make_cfg(*settings))  # the same folder: its run reopened
     assert again.run_id == first.run_id
     client = MlflowClient(default_store(tmp_path))
     history = client.get_metric_history(first.run_id, "system/cpu_utilization_percentage")

@@ -8,11 +8,10 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from ssmax.data.sft_module import sft_datamodule
-from ssmax.lit.trainer import train
 from ssmax.model import inv_mean_log_n
 from ssmax.preflight.weights import read_weights
 from ssmax.tracking.store import tracking_uri
+from ssmax.train import train_config
 from tests.conftest import make_cfg
 
 SCRATCH = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "pn_rationale"]
@@ -35,7 +34,7 @@ def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def softmax_weights(out_dir: Path, shared_cache: Path) -> Path:
-    return train(smoke_cfg(out_dir, shared_cache, "a_softmax")).weights
+    return train_config(smoke_cfg(out_dir, shared_cache, "a_softmax")).weights
 
 
 def run_of(cfg, variant: str):  # noqa: ANN001, ANN201
@@ -51,7 +50,7 @@ def test_pretrain_logs_to_mlflow(
     variant: str, out_dir: Path, shared_cache: Path, softmax_weights: Path
 ) -> None:
     cfg = smoke_cfg(out_dir, shared_cache, variant)
-    weights = softmax_weights if variant == "a_softmax" else train(cfg).weights
+    weights = softmax_weights if variant == "a_softmax" else train_config(cfg).weights
     assert weights.exists()
     client, run = run_of(cfg, variant)
     assert run.info.status == "FINISHED"
@@ -76,7 +75,7 @@ def test_swap_after_pretrain_needs_softmax_weights(out_dir: Path, shared_cache: 
     from ssmax.config.compose import ConfigError
 
     with pytest.raises(ConfigError, match="set init_from="):
-        train(smoke_cfg(out_dir, shared_cache, "e_swap_after_pretrain"))
+        train_config(smoke_cfg(out_dir, shared_cache, "e_swap_after_pretrain"))
 
 
 def test_swap_after_pretrain_converts_without_training(
@@ -89,7 +88,7 @@ def test_swap_after_pretrain_converts_without_training(
         f"init_from={softmax_weights}",
         "trainer.pretrain.max_steps=0",
     )
-    swapped = read_weights(train(cfg).weights)
+    swapped = read_weights(train_config(cfg).weights)
     original = read_weights(softmax_weights)
     assert all(torch.equal(swapped[k], v) for k, v in original.items())
     assert torch.allclose(swapped["layers.0.attn.s"], torch.tensor(inv_mean_log_n(64)))
@@ -109,7 +108,7 @@ def test_switch_during_pretrain_trains_from_softmax_checkpoint(
         "trainer.pretrain.max_steps=6",
         "trainer.pretrain.warmup_steps=4",
     )
-    switched = read_weights(train(cfg).weights)
+    switched = read_weights(train_config(cfg).weights)
     s = switched["layers.1.attn.s"]
     assert not torch.allclose(s, torch.tensor(inv_mean_log_n(64)))  # s was trained
     client, run = run_of(cfg, "f_switch_during_pretrain")
@@ -124,7 +123,7 @@ def test_sft_from_pretrained_weights(
     cfg = smoke_cfg(
         out_dir, shared_cache, "b_ssmax", "objective=sft", f"init_from={softmax_weights}"
     )
-    weights = train(cfg, datamodule_for=sft_datamodule).weights
+    weights = train_config(cfg).weights
     assert weights.parent.name == "b_ssmax-sft-seed0"
     client = MlflowClient(tracking_uri(cfg))
     exp = client.get_experiment_by_name(cfg.tracking.experiment)
@@ -136,7 +135,7 @@ def test_sft_from_pretrained_weights(
 
 
 def test_result_carries_final_losses(out_dir: Path, shared_cache: Path) -> None:
-    result = train(smoke_cfg(out_dir, shared_cache, "c_ssmax_no_scale", "seed=3"))
+    result = train_config(smoke_cfg(out_dir, shared_cache, "c_ssmax_no_scale", "seed=3"))
     assert result.metrics["train/loss"] > 0 and result.metrics["val/loss"] > 0
 
 
@@ -179,7 +178,7 @@ def test_a_log_gets_progress_lines_to_the_last_step(
         "trainer.progress_bar=true",
         "trainer.progress_every_s=1e-9",
     )
-    train(cfg)
+    train_config(cfg)
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("train step ")]
     total = cfg.trainer.pretrain.max_steps
     assert [int(x.split()[2].split("/")[0]) for x in lines] == list(range(1, total + 1))

@@ -12,9 +12,10 @@ import torch
 from mlflow import MlflowClient
 
 from ssmax.lit.guards import TrainingDiverged
-from ssmax.lit.trainer import RUN_ID_FILE, train
+from ssmax.lit.trainer import RUN_ID_FILE
 from ssmax.tracking.datasets import dataset_inputs
 from ssmax.tracking.store import tracking_uri
+from ssmax.train import train_config
 from tests.conftest import make_cfg
 
 POISON = "trainer.callbacks=[{_target_:tests.faults.PoisonAt,step:15}]"
@@ -39,7 +40,7 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 def reference(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path):  # noqa: ANN201
     """A smoke run that never failed: (its config, its final weights)."""
     cfg = cfg_for(tmp_path_factory.mktemp("reference"), shared_cache)
-    return cfg, weights(train(cfg).weights)
+    return cfg, weights(train_config(cfg).weights)
 
 
 def run_of(cfg):  # noqa: ANN001, ANN201
@@ -53,7 +54,7 @@ def test_nan_loss_stops_at_its_step_and_a_rerun_resumes(
 ) -> None:  # noqa: ANN001
     ref_cfg, ref_weights = reference
     with pytest.raises(TrainingDiverged) as err:
-        train(cfg_for(tmp_path, shared_cache, POISON))
+        train_config(cfg_for(tmp_path, shared_cache, POISON))
     message = str(err.value)
     assert "\n" not in message and "training loss is nan at step 16" in message
     cfg = cfg_for(tmp_path, shared_cache)
@@ -67,7 +68,7 @@ def test_nan_loss_stops_at_its_step_and_a_rerun_resumes(
     losses = [m.value for m in client.get_metric_history(run.info.run_id, "train/loss")]
     assert losses and all(v == v for v in losses)  # the NaN step was never logged
 
-    result = train(cfg)  # no poison: resumes from step 10
+    result = train_config(cfg)  # no poison: resumes from step 10
     assert same(weights(result.weights), ref_weights)
     client, run = run_of(cfg)
     assert run.info.status == "FINISHED" and result.run_id == run.info.run_id
@@ -84,7 +85,7 @@ def test_corrupt_last_checkpoint_is_set_aside(
 ) -> None:  # noqa: ANN001
     _, ref_weights = reference
     cfg = cfg_for(tmp_path, shared_cache)
-    train(cfg)
+    train_config(cfg)
     run_dir = Path(cfg.paths.run_dir)
     last = run_dir / "checkpoints" / "last.ckpt"
     data = last.read_bytes()
@@ -92,7 +93,7 @@ def test_corrupt_last_checkpoint_is_set_aside(
     (run_dir / "model.pt").unlink()
     capfd.readouterr()
 
-    result = train(cfg)
+    result = train_config(cfg)
     warnings = [line for line in capfd.readouterr().err.splitlines() if "does not load" in line]
     assert len(warnings) == 1 and "set aside as last.ckpt.corrupt-" in warnings[0]
     assert "starts from scratch" in warnings[0]

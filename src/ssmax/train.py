@@ -2,9 +2,10 @@
 
 The command line only: check the overrides and the files they name (one line and exit 2 on a
 bad one, before any work; SSMAX_DEBUG=1 shows the traceback),
-then hand the composed config to ssmax.lit.trainer.train, which assembles the data, the model,
-the Lightning Trainer, its logger and callbacks, and fits. Prints the resolved config with
-`--cfg job`; `-m` sweeps (hydra/launcher=ssmax_slurm: one SLURM job per run).
+then train the composed config with the plan it says (train_config: ssmax.lit.trainer.train,
+which assembles the data, the model, the Lightning Trainer, its logger and callbacks, and
+fits). Prints the resolved config with `--cfg job`; `-m` sweeps (hydra/launcher=ssmax_slurm:
+one SLURM job per run).
 """
 
 from __future__ import annotations
@@ -13,22 +14,24 @@ import logging
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import ConfigError, check_cli_choices, debug
+from ssmax.config.compose import ConfigError, absolute_paths, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
+from ssmax.lit.plan import DataModuleFor, TrainingPlan
 from ssmax.pipeline.slurm.launcher import launcher_value, register_resolvers
 from ssmax.preflight.input_files import check_inputs
 from ssmax.preflight.overrides import keys_named_first
-from ssmax.preflight.settings import check_compose
+from ssmax.preflight.settings import check_compose, validate
 from ssmax.tracking.reach import check_tracking
 
 if TYPE_CHECKING:  # training imports Lightning: only when it trains
-    from ssmax.lit.trainer import DataModuleFor
+    from ssmax.lit.trainer import TrainResult
 
 # Lightning (~4 s to import on 2 cores: ssmax.lit, the datamodules) is imported inside the
 # functions that train, so that --help, --cfg job and a bad override answer without it
@@ -114,19 +117,28 @@ def inference_only_line(cfg: DictConfig) -> str | None:
     )
 
 
+def train_config(cfg: DictConfig, data_start: str | Path | None = None) -> TrainResult:
+    """Train cfg as the command line does: its plan all from the config
+    (ssmax.lit.plan.TrainingPlan.from_config), on its objective's data; data_start: a
+    data_step<N>.json to begin the data at (another run's save point)."""
+    from ssmax.lit.trainer import train  # lazy: Lightning, only to train
+
+    return train(cfg, TrainingPlan.from_config(cfg, _datamodule_for(cfg), data_start))
+
+
 @hydra.main(config_path="../../conf", config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> None:
-    # lazy: both import Lightning, only to train
-    from ssmax.lit.guards import TrainingDiverged
-    from ssmax.lit.trainer import train
+    from ssmax.lit.guards import TrainingDiverged  # lazy: Lightning, only to train
 
     _log_once()
+    absolute_paths(cfg)  # this job's own config: jobs started elsewhere write the same place
     note = inference_only_line(cfg)
     if note:
         logging.getLogger(__name__).warning(note)
     try:
         with _requeueable():
-            result = train(cfg, datamodule_for=_datamodule_for(cfg))
+            validate(cfg)  # a sweep's job: its own settings (main checked the first's)
+            result = train_config(cfg)
     except (ConfigError, DataUnavailableError) as err:  # bad input: status 2
         fail(err, 2)
     except TrainingDiverged as err:  # the run stopped: status 1

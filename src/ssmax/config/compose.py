@@ -1,6 +1,6 @@
-"""The composed Hydra config: compose, the checks on overrides and group choices made before
-it, and the model's parts of it (model_config, variant_config). The checks on the composed
-settings are ssmax.preflight.settings.
+"""The composed Hydra config: compose, and the checks on overrides and group choices made
+before it. The checks on the composed settings are ssmax.preflight.settings; the model a config
+describes is built by ssmax.model.factory.
 
 Every problem is one line naming the key and what is allowed (ConfigError); entry points
 print it and exit with status 2.
@@ -22,7 +22,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.rules import one_line
 from ssmax.config.schema import PipelineConfig, TrainConfig
-from ssmax.model import ModelConfig, Transformer, VariantConfig
 
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 SCHEMAS = {"train": TrainConfig, "pipeline": PipelineConfig}
@@ -162,22 +161,6 @@ def first_choices(argv: Sequence[str]) -> list[str]:
             arg = arg if first is None else f"{override.get_key_element()}={first}"
         out.append(arg)
     return out
-
-
-def model_config(cfg: DictConfig) -> ModelConfig:
-    return ModelConfig(**OmegaConf.to_container(cfg.model, resolve=True))
-
-
-def variant_config(cfg: DictConfig) -> VariantConfig:
-    model_part = OmegaConf.to_container(cfg.variant, resolve=True)
-    model_part.pop("facts", None)  # the pipeline's and report's (config.variants), not the model's
-    return VariantConfig(**model_part)
-
-
-def build_model(cfg: DictConfig) -> Transformer:
-    """The configured model: cfg.model's shape, cfg.variant's law, trained at cfg.data.seq_len
-    (the one place a model is built from a config; under torch.device("meta") for shapes)."""
-    return Transformer(model_config(cfg), variant_config(cfg), cfg.data.seq_len)
 
 
 def absolute_paths(cfg: DictConfig) -> None:

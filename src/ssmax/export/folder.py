@@ -25,7 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ssmax.config.compose import ConfigError, build_model
+from ssmax.config.compose import ConfigError
 from ssmax.data.tokenizer import EOS_TEXT, bpe_path, load_tokenizer
 from ssmax.evals.haystack import ANSWER_TOKENS
 from ssmax.export import modeling_ssmax
@@ -33,6 +33,7 @@ from ssmax.export.hf import to_transformers
 from ssmax.export.modeling_ssmax import SSMaxLlamaForCausalLM
 from ssmax.files.atomic import atomic_dir
 from ssmax.model import Transformer, laws, positions
+from ssmax.model.factory import build_model
 from ssmax.preflight.weights import check_fits, read_weights
 
 PROVENANCE = "ssmax.json"
@@ -65,11 +66,8 @@ def hf_tokenizer(data_cfg: DictConfig) -> Any:
 def trained_model(cfg: DictConfig, weights: str | Path) -> Transformer:
     """The configured Transformer with exactly these weights (the law's s, b, p_n included)."""
     state = read_weights(weights, key="--weights")
-    try:
-        check_fits(cfg, state, key="weights")
-    except ConfigError as err:
-        raise ConfigError(str(err).replace("weights=?", f"--weights={weights}")) from None
     model = build_model(cfg)
+    check_fits(cfg, state, key="--weights", model=model, path=weights)
     missing = [k for k in model.state_dict() if k not in state]
     if missing:  # an SSMax law without its s (b, p_n): another variant's weights
         raise ConfigError(

@@ -5,13 +5,16 @@ around LitLM) does for each seed, on a SeedBundle (ssmax.model.bundle), for the 
 pretrain (from scratch, or from other weights and another run's data position: (f)'s switch)
 and sft:
 
+- plans: each seed's ssmax.lit.plan.TrainingPlan, the one its solo run trains (a stage's
+  train_start, or config_plans as the command line would); their objective, length and save
+  points one;
 - init: each seed's model as its solo run builds it (torch seeded with the seed, then the
-  model), then, where the seed starts from other weights (init_from, one file per seed: its
-  own (a)'s switch point, its own pretrained model), those loaded as train() loads them
-  (load_backbone: the variant's own scalars keep their init);
+  model: ssmax.model.factory.build_model), then, where the seed starts from other weights (its
+  plan's init_from: its own (a)'s switch point, its own pretrained model), those loaded as
+  train() loads them (load_backbone: the variant's own scalars keep their init);
 - data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
-  lm_datamodule or sft_datamodule), so its own order, begun where its data_start (another
-  run's data_step<N>.json, one per seed) says (ssmax.lit.bundle_data); epochs roll over as
+  lm_datamodule or sft_datamodule), so its own order, begun where its plan's data_start
+  (another run's data_step<N>.json) says (ssmax.lit.bundle_data); epochs roll over as
   the sampler counts them;
   on CUDA each seed's batches made in a loader process of its own (the same batches). SFT's
   batches are trimmed to their longest example, so the seeds' widths differ: each is padded
@@ -25,7 +28,7 @@ and sft:
   weight decay, fused on CUDA as LitLM; AdamW is elementwise, so after the per-seed clip each
   seed's slice takes its solo step (tests/test_bundle.py checks it bit for bit);
 - schedule: LitLM's lr_factor (warmup, then constant or cosine), stepped after each step;
-  SFT's steps and warmup counted from its epochs as train() counts them;
+  the plan's length in steps (SFT's epochs counted as train() counts them: Epochs.count);
 - precision: trainer.precision as Lightning applies it: 32-true; 64-true (weights cast to
   float64 after their float32 init, float64 the default dtype in the forward); bf16-mixed
   (autocast, float32 weights). Not compiled (a solo run on CUDA compiles its loss).
@@ -36,7 +39,7 @@ and sft:
   mean weighted by batch size, as Lightning averages LitLM's val/loss; and the final weights
   where the last step had none (trainer.validate).
 
-- weights mid-run: after each step of trainer.save_weights_at, each seed's weights and where
+- weights mid-run: after each step of the plan's save_at, each seed's weights and where
   its data stood (batches taken, its datamodule's state), as SaveWeightsAt writes
   model_step<N>.pt and data_step<N>.json for (f) to continue from.
 
@@ -52,22 +55,22 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from ssmax.config.compose import absolute_paths, model_config, variant_config
-from ssmax.data.lm_module import LMDataModule
+from ssmax.data.lm_module import LMDataModule, lm_datamodule
+from ssmax.data.sft_module import sft_datamodule
 from ssmax.lit.bundle_data import passes, seed_datamodules, sft_datamodules, stacked, with_workers
 from ssmax.lit.bundle_precision import forward_context, precision_of
 from ssmax.lit.lightning_module import lr_factor
-from ssmax.model.bundle import SeedBundle, init_model, param_groups
-from ssmax.preflight.settings import validate
+from ssmax.lit.plan import TrainingPlan
+from ssmax.model.bundle import SeedBundle, param_groups
+from ssmax.model.factory import build_model
 from ssmax.preflight.weights import load_init
 
 OBJECTIVES = ("pretrain", "sft")
@@ -89,15 +92,34 @@ class BundleResult:
     last_batch: torch.Tensor | None = None  # [K] the last micro-batch's loss (a solo train/loss)
 
 
-def seed_model(cfg: DictConfig, seed: int, init_from: str | Path | None) -> torch.nn.Module:
+def seed_model(cfg: DictConfig, seed: int, init_from: str | None) -> torch.nn.Module:
     """Seed's model as its solo run has it before its first step: initialised by its seed,
-    then, given init_from, those weights loaded as train() loads them (load_init)."""
-    model = init_model(model_config(cfg), variant_config(cfg), cfg.data.seq_len, seed)
+    then, given its plan's init_from, those weights loaded as train() loads them (load_init)."""
+    model = build_model(cfg, seed)
     if init_from:
-        one = copy.deepcopy(cfg)  # this seed's file (check_fits names it)
-        one.init_from = str(init_from)
-        load_init(model, one)
+        load_init(model, cfg, init_from)
     return model
+
+
+def config_plans(
+    cfg: DictConfig,
+    seeds: Sequence[int],
+    init_from: Sequence[str | Path | None] | None = None,
+    data_start: Sequence[str | Path | None] | None = None,
+) -> list[TrainingPlan]:
+    """Each seed's plan as the command line gives its solo run (TrainingPlan.from_config), from
+    its own init_from and data_start (per seed; None: cfg.init_from for every seed, its data
+    from the start)."""
+    data = sft_datamodule if cfg.objective == "sft" else lm_datamodule
+    inits = [cfg.init_from] * len(seeds) if init_from is None else list(init_from)
+    starts = [None] * len(seeds) if data_start is None else list(data_start)
+    if len(inits) != len(seeds) or len(starts) != len(seeds):
+        raise ValueError(f"{len(inits)} init_from and {len(starts)} data_start for "
+                         f"{len(seeds)} seeds")  # fmt: skip
+    plan = TrainingPlan.from_config(cfg, data)
+    return [replace(plan, init_from=None if i is None else str(i),
+                    data_start=None if d is None else str(d))
+            for i, d in zip(inits, starts, strict=True)]  # fmt: skip
 
 
 class BundleHooks:
@@ -118,25 +140,23 @@ class BundleRun:
         self,
         cfg: DictConfig,
         seeds: Sequence[int],
+        plans: Sequence[TrainingPlan],
         *,
-        init_from: Sequence[str | Path | None] | None = None,
-        data_start: Sequence[str | Path | None] | None = None,
         device: str | torch.device | None = None,
         vmap: bool = True,
         loader_workers: int | None = None,
     ) -> None:
-        """init_from, data_start: per seed, the weights it starts from and the data_step<N>.json
-        its data begins at (train()'s cfg.init_from and data_start); None: cfg.init_from for
-        every seed, its data from the start."""
-        validate(cfg)
-        absolute_paths(cfg)
-        inits = [cfg.init_from] * len(seeds) if init_from is None else list(init_from)
-        starts = [None] * len(seeds) if data_start is None else list(data_start)
-        if cfg.objective not in OBJECTIVES:
-            raise ValueError(f"objective={cfg.objective} in a bundle; allowed: {OBJECTIVES}")
-        if len(inits) != len(seeds) or len(starts) != len(seeds):
-            raise ValueError(f"{len(inits)} init_from and {len(starts)} data_start for "
-                             f"{len(seeds)} seeds")  # fmt: skip
+        """plans: each seed's, the one its solo run trains (a stage's train_start, or
+        config_plans): the weights it starts from, where its data begins; their objective,
+        length and save points one (a bundle steps its seeds together)."""
+        plan = plans[0]
+        if plan.objective not in OBJECTIVES:
+            raise ValueError(f"objective={plan.objective} in a bundle; allowed: {OBJECTIVES}")
+        if len(plans) != len(seeds):
+            raise ValueError(f"{len(plans)} plans for {len(seeds)} seeds")
+        if len({(p.objective, p.length, p.save_at) for p in plans}) != 1:
+            raise ValueError("a bundle's seeds train one objective, length and save points")
+        inits = [p.init_from for p in plans]
         if cfg.variant.s_init == "inv_mean_log_n" and not all(inits):
             raise ValueError(f"variant={cfg.variant.name} starts from softmax weights: give "
                              "each seed's init_from")  # fmt: skip
@@ -144,8 +164,8 @@ class BundleRun:
             raise ValueError("a bundle trains on one device (trainer.devices=1, num_nodes=1)")
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds {list(seeds)} repeat one")
-        self.cfg, self.seeds = cfg, list(seeds)
-        stage = self.stage = cfg.trainer[cfg.objective]
+        self.cfg, self.seeds, self.plan = cfg, list(seeds), plan
+        stage = self.stage = cfg.trainer[plan.objective]
         self.accumulate = stage.global_batch // stage.batch_size
         if device is None:
             cuda = cfg.trainer.accelerator != "cpu" and torch.cuda.is_available()
@@ -157,7 +177,7 @@ class BundleRun:
         cuda = self.dev.type == "cuda"
         self.loader_workers = (1 if cuda else 0) if loader_workers is None else loader_workers
         models = [seed_model(cfg, s, path) for s, path in zip(seeds, inits, strict=True)]
-        self.bundle = SeedBundle(models, seeds, cfg.objective, cfg.trainer.loss_chunk, vmap)
+        self.bundle = SeedBundle(models, seeds, plan.objective, cfg.trainer.loss_chunk, vmap)
         self.bundle.to(self.dev, torch.float64 if self.mode == "64-true" else None)
         self.optimizer = torch.optim.AdamW(
             param_groups(self.bundle, stage.weight_decay),
@@ -166,13 +186,14 @@ class BundleRun:
             eps=stage.eps,
             fused=self.dev.type == "cuda",
         )
-        datamodules = sft_datamodules if cfg.objective == "sft" else seed_datamodules
-        self.modules = datamodules(cfg, seeds, stage.batch_size)
-        for module, start in zip(self.modules, starts, strict=True):
-            if start is not None:  # (f): its own (a)'s data where that stood at the switch
-                module.start_from(json.loads(Path(start).read_text()))
+        datamodules = sft_datamodules if plan.objective == "sft" else seed_datamodules
+        self.modules = datamodules(cfg, seeds, stage.batch_size)  # each as plan.data's, shared rows
+        for module, one in zip(self.modules, plans, strict=True):
+            if one.data_start is not None:  # (f): its own (a)'s data where that stood at the switch
+                module.start_from(json.loads(Path(one.data_start).read_text()))
         self.pad_id = self.modules[0].tokenizer.eos_id
-        self.total, warmup = self._steps(stage)
+        batches_per_epoch = lambda: len(self.modules[0].train_dataloader())  # noqa: E731
+        self.total, warmup = plan.length.count(batches_per_epoch, self.accumulate)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer,
             lambda step: lr_factor(step, warmup, self.total, stage.schedule, stage.min_lr_ratio),
@@ -186,21 +207,13 @@ class BundleRun:
         self.val: dict[int, torch.Tensor] = {}  # steps taken -> [K]
         self.saved: dict[int, list[tuple[dict[str, torch.Tensor], dict]]] = {}
 
-    def _steps(self, stage: DictConfig) -> tuple[int, int]:
-        """(optimizer steps, warmup steps) as train() sets them: pretraining's given; SFT's
-        counted from its epochs, a step per accumulation of one epoch's batches."""
-        if self.cfg.objective != "sft":
-            return int(stage.max_steps), int(stage.warmup_steps)
-        per_epoch = math.ceil(len(self.modules[0].train_dataloader()) / self.accumulate)
-        return stage.epochs * per_epoch, round(stage.warmup_epochs * per_epoch)
-
     def data_state(self, i: int) -> dict:
         """Where seed i's data stands (SaveWeightsAt's data_step<N>.json content)."""
         module = self.modules[i]
         return {"batches_done": module.start_batches + self.batches} | module.state_dict()
 
     def run(self, hooks: BundleHooks | None = None) -> BundleResult:
-        """Train from self.step to trainer.pretrain.max_steps, then validate the final weights
+        """Train from self.step to the plan's steps, then validate the final weights
         where no validation fell on the last step (a solo run's trainer.validate)."""
         hooks = hooks or BundleHooks()
         for module in self.modules:  # a resumed run: each seed's sampler where it stood
@@ -210,7 +223,7 @@ class BundleRun:
         # where an epoch's last step is short, Lightning may validate amid an accumulation,
         # before its step: here after it (val/loss only; training is the same)
         every = int(self.cfg.trainer.val_every_n_steps) * self.accumulate
-        save_at = {int(x) for x in self.cfg.trainer.save_weights_at}
+        save_at = set(self.plan.save_at)
         while self.step < self.total:
             step, before = self.step, self.batches
             lr = self.optimizer.param_groups[0]["lr"]  # the LR this step uses
@@ -328,18 +341,17 @@ def train_bundle(
     on_step: Callable[[int, torch.Tensor], None] | None = None,
 ) -> BundleResult:
     """Train cfg's variant for cfg.objective once per seed, all seeds as one bundle; each seed
-    as its solo run (module docstring), from its init_from and data_start (BundleRun). device:
-    None for trainer.accelerator's (CUDA when present under auto). on_step(step, losses [K])
-    after each optimizer step (a progress line, a benchmark's clock)."""
+    as its solo run of the command line (module docstring), from its init_from and data_start
+    (config_plans). device: None for trainer.accelerator's (CUDA when present under auto).
+    on_step(step, losses [K]) after each optimizer step (a progress line, a benchmark's clock)."""
 
     class Calls(BundleHooks):
         def after_step(self, run: BundleRun, step: int, loss: torch.Tensor, lr: float) -> None:
             if on_step is not None:
                 on_step(step, loss)
 
-    run = BundleRun(cfg, seeds, init_from=init_from, data_start=data_start, device=device,
-                    vmap=vmap)  # fmt: skip
-    return run.run(Calls())
+    plans = config_plans(cfg, seeds, init_from, data_start)
+    return BundleRun(cfg, seeds, plans, device=device, vmap=vmap).run(Calls())
 
 
 @torch.no_grad()

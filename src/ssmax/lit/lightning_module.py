@@ -11,7 +11,7 @@ import torch
 
 from ssmax.host.compiling import maybe_compile
 from ssmax.lit.guards import check_finite
-from ssmax.model import ModelConfig, Transformer, VariantConfig
+from ssmax.model import Transformer
 from ssmax.model.loss import DEFAULT_CHUNK, model_loss, objective_loss, summed_loss
 
 
@@ -50,7 +50,8 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
 
 
 class LitLM(L.LightningModule):
-    """``optim`` is one of the trainer.pretrain / trainer.sft blocks; ``total_steps`` and
+    """``model``: the run's Transformer (ssmax.model.factory.build_model); ``optim`` is one of
+    the trainer.pretrain / trainer.sft blocks; ``total_steps`` and
     ``warmup_steps`` are optimizer steps, resolved by the caller (SFT counts in epochs).
     ``compile``: the training loss (model, LM head and cross-entropy together) runs under
     torch.compile; ``loss_chunk``: positions per LM-head + cross-entropy chunk."""
@@ -60,9 +61,7 @@ class LitLM(L.LightningModule):
 
     def __init__(
         self,
-        model_cfg: ModelConfig,
-        variant: VariantConfig,
-        train_len: int,
+        model: Transformer,
         objective: str,
         optim: dict[str, Any],
         total_steps: int,
@@ -71,7 +70,7 @@ class LitLM(L.LightningModule):
         loss_chunk: int = DEFAULT_CHUNK,
     ) -> None:
         super().__init__()
-        self.model = Transformer(model_cfg, variant, train_len)
+        self.model = model
         self.objective, self.optim, self.loss_chunk = objective, optim, loss_chunk
         self.train_loss = maybe_compile(self.loss, compile)
         self.total_steps, self.warmup_steps = total_steps, warmup_steps

@@ -7,14 +7,14 @@ pipeline's training stages call train() directly.
 from __future__ import annotations
 
 import json
-import math
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import hydra
 import lightning as L
@@ -22,13 +22,14 @@ import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import ConfigError, absolute_paths, model_config, variant_config
-from ssmax.data.lm_module import TokenizedDataModule, lm_datamodule
+from ssmax.config.compose import ConfigError
+from ssmax.data.lm_module import TokenizedDataModule
 from ssmax.files.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
 from ssmax.host.compiling import compile_enabled
 from ssmax.host.ranks import global_rank
 from ssmax.lit.guards import resume_from
 from ssmax.lit.lightning_module import LitLM
+from ssmax.lit.plan import TrainingPlan, data_state_path
 from ssmax.lit.progress import progress_bar
 from ssmax.lit.resume import (
     AtomicCheckpointIO,
@@ -37,7 +38,7 @@ from ssmax.lit.resume import (
     active_deferral,
     end_status,
 )
-from ssmax.preflight.settings import validate
+from ssmax.model.factory import build_model
 from ssmax.preflight.weights import load_init
 from ssmax.tracking.datasets import log_datasets
 from ssmax.tracking.runs import log_config, run_tags
@@ -55,11 +56,6 @@ class TrainResult:
     run_id: str | None  # the MLflow run
     metrics: dict[str, float]  # last logged values (train/loss, val/loss, ...)
     extra_weights: dict[int, Path]  # step -> weights saved mid-run (trainer.save_weights_at)
-
-
-def data_state_path(weights: Path) -> Path:
-    """Where the data stood at a model_step<N>.pt: data_step<N>.json beside it."""
-    return weights.with_name(weights.stem.replace("model_step", "data_step") + ".json")
 
 
 def precision(setting: str) -> str:
@@ -81,7 +77,8 @@ def compiles(cfg: DictConfig) -> bool:
 
 
 def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
-    """An MLFlowLogger on the project's store; reopens the run recorded in run_dir on resume.
+    """An MLFlowLogger on the project's store for a run's recorded config (its plan in it:
+    ssmax.lit.plan.TrainingPlan.recorded); reopens the run recorded in run_dir on resume.
     On a tracking server, metrics go through a spool in run_dir: training never waits for the
     server, nor stops when it is away (SpoolingMLFlowLogger); a local sqlite store is written
     directly (there is no server to lose)."""
@@ -97,7 +94,7 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     logger = (SpoolingMLFlowLogger if spooled else ResumableMLFlowLogger)(
         experiment_name=cfg.tracking.experiment,
         tracking_uri=uri,
-        run_name=cfg.run_name or f"{cfg.variant.name}-{cfg.objective}-seed{cfg.seed}",
+        run_name=cfg.run_name,  # the recorded config's (ssmax.lit.plan.TrainingPlan.recorded)
         tags=tags,
         run_id=run_id,
         **spooled,
@@ -109,91 +106,111 @@ def build_logger(cfg: DictConfig, run_dir: Path) -> ResumableMLFlowLogger:
     return logger
 
 
-# (cfg, batch size a step, compiled loss) -> the run's datamodule. SFT's stage passes
-# ssmax.data.sft_module.sft_datamodule: a stage's code is what its imports reach, and
-# pretraining's must not reach SFT's data (a change there would rerun every pretraining).
-DataModuleFor = Callable[[DictConfig, int, bool], TokenizedDataModule]
-
-
-def train(
-    cfg: DictConfig,
-    data_start: str | Path | None = None,
-    datamodule_for: DataModuleFor = lm_datamodule,
-) -> TrainResult:
-    """Fit the configured model on datamodule_for's data (pretraining's by default); the
-    final weights land in run_dir/model.pt.
-
-    data_start: a data_step<N>.json of another run (trainer.save_weights_at): this run's data
-    begins where that run's stood, e.g. (f) trains on what (a) would have trained on next."""
-    validate(cfg)
-    absolute_paths(cfg)
+def train(cfg: DictConfig, plan: TrainingPlan) -> TrainResult:
+    """Fit the configured model as the plan says (ssmax.lit.plan: its data, length, start,
+    save points, folder); the final weights land in plan.run_dir/model.pt. cfg is read, never
+    written: the folder and the MLflow run record cfg with the plan in it (plan.recorded)."""
     L.seed_everything(cfg.seed, workers=True)
-    stage = cfg.trainer[cfg.objective]
-    devices, num_nodes = cfg.trainer.devices, cfg.trainer.num_nodes
-    ranks = devices * num_nodes  # validate() checked that the global batch divides
+    stage = cfg.trainer[plan.objective]
+    ranks = cfg.trainer.devices * cfg.trainer.num_nodes  # validated: the global batch divides
     accumulate = stage.global_batch // (stage.batch_size * ranks)
+    datamodule = plan.data(cfg, stage.batch_size, compiles(cfg))
+    total, warmup = prepared(datamodule, plan, accumulate * ranks, ranks)
+    optim = OmegaConf.to_container(stage, resolve=True)
+    lit = LitLM(build_model(cfg), plan.objective, optim, total, warmup, compile=compiles(cfg),
+                loss_chunk=cfg.trainer.loss_chunk)  # fmt: skip
+    start_weights(lit.model, cfg, plan)
     rank0 = global_rank() == 0  # only rank 0 writes the run folder and talks to MLflow
-    if cfg.objective == "sft" and datamodule_for is lm_datamodule:
-        raise ValueError("objective=sft trains on SFT's data: pass ssmax.data.sft_module."
-                         "sft_datamodule as datamodule_for")  # fmt: skip
-    datamodule = datamodule_for(cfg, stage.batch_size, compiles(cfg))
-    if data_start is not None:
-        datamodule.start_from(json.loads(Path(data_start).read_text()))
+    logger = open_folder(plan.recorded(cfg), plan.run_dir, rank0)
+    # every rank: each node's first samples it (collective start); rank 0 alone knows the run
+    monitor = NodeSystemMetrics(cfg, plan.run_dir) if tracks_system(cfg) else None
+    save_at = {step: plan.run_dir / f"model_step{step}.pt" for step in plan.save_at}
+    with run_ends(logger, monitor, lit, plan.run_dir):
+        callbacks = build_callbacks(cfg, plan.run_dir, save_at) + ([monitor] if monitor else [])
+        trainer = build_trainer(cfg, plan, total, accumulate, logger, callbacks)
+        metrics = fit(trainer, lit, datamodule, plan.run_dir, rank0)
+    weights = plan.run_dir / WEIGHTS_FILE
+    if rank0:
+        atomic_torch_save(lit.model.state_dict(), weights)
+    return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
 
-    if cfg.objective == "pretrain":
-        total, warmup = stage.max_steps, stage.warmup_steps
-        if ranks == 1:  # data that packs into no batch: one line before the run folder is made
-            datamodule.prepare_data()  # (under DDP each rank's setup says it, inside fit)
-            datamodule.setup("fit" if total > 0 else "validate")
-    else:  # SFT is set in epochs (App. C): count the optimizer steps of one epoch
+
+def prepared(datamodule: TokenizedDataModule, plan: TrainingPlan, per_step: int,
+             ranks: int) -> tuple[int, int]:  # fmt: skip
+    """The data begun where the plan starts it and set up; (steps, warmup steps) of the plan's
+    length (SFT's epochs counted in steps of this data). On one rank, data that packs into no
+    batch says so in one line before the run folder is made (under DDP each rank's setup says
+    it, inside fit)."""
+    if plan.data_start is not None:
+        datamodule.start_from(json.loads(Path(plan.data_start).read_text()))
+
+    def batches_per_epoch() -> int:
         datamodule.setup("fit")
-        per_epoch = math.ceil(len(datamodule.train_dataloader()) / (accumulate * ranks))
-        total, warmup = stage.epochs * per_epoch, round(stage.warmup_epochs * per_epoch)
+        return len(datamodule.train_dataloader())
 
-    lit = LitLM(
-        model_config(cfg),
-        variant_config(cfg),
-        cfg.data.seq_len,
-        cfg.objective,
-        OmegaConf.to_container(stage, resolve=True),
-        total,
-        warmup,
-        compile=compiles(cfg),
-        loss_chunk=cfg.trainer.loss_chunk,
-    )
-    if cfg.init_from:
-        load_init(lit.model, cfg)
+    total, warmup = plan.length.count(batches_per_epoch, per_step)
+    if ranks == 1:
+        datamodule.prepare_data()
+        datamodule.setup("fit" if total > 0 else "validate")
+    return total, warmup
+
+
+def start_weights(model: torch.nn.Module, cfg: DictConfig, plan: TrainingPlan) -> None:
+    """The plan's init_from loaded into the model; a variant that starts from softmax weights
+    ((e), (f)) without one is refused in one line."""
+    if plan.init_from:
+        load_init(model, cfg, plan.init_from)
     elif cfg.variant.s_init == "inv_mean_log_n":
         raise ConfigError(
             f"variant={cfg.variant.name} starts from softmax weights: set init_from=<path to "
             "(a)'s model.pt or .ckpt> (the pipeline wires this)"
         )
 
-    run_dir = Path(cfg.paths.run_dir)
+
+def open_folder(
+    record: DictConfig, run_dir: Path, rank0: bool
+) -> ResumableMLFlowLogger | Literal[False]:
+    """Rank 0: the run folder made, its config.yaml (the recorded config) written and its MLflow
+    run opened (tracking.enabled); the logger, or False."""
+    if not rank0:
+        return False
+    (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(record, resolve=True))
+    return build_logger(record, run_dir) if record.tracking.enabled else False
+
+
+def fit(
+    trainer: L.Trainer, lit: LitLM, datamodule: TokenizedDataModule, run_dir: Path, rank0: bool
+) -> dict[str, float]:
+    """Fit from the run folder's last checkpoint, then validate the final model (every run:
+    (e) has no training at all); the last logged values."""
+    fit_metrics = {}
+    if trainer.max_steps > 0:
+        last = resume_from(run_dir / "checkpoints" / "last.ckpt", rank0)
+        trainer.fit(lit, datamodule=datamodule, ckpt_path=last)
+        # validate() below replaces them; resumed at the final step, fit took none
+        fit_metrics = lit.resumed_metrics | dict(trainer.callback_metrics)
+    trainer.validate(lit, datamodule=datamodule, verbose=False)
+    return {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
+
+
+@contextmanager
+def run_ends(
+    logger: ResumableMLFlowLogger | Literal[False],
+    monitor: NodeSystemMetrics | None,
+    lit: LitLM,
+    run_dir: Path,
+) -> Iterator[None]:
+    """How the run ends, whatever ends it: the system metrics' last sample, the spool drained; a
+    failure marks the MLflow run FAILED (Lightning does so inside fit only); SIGTERM exits with
+    128 + 15 after one line saying where the same command goes on from."""
     last = run_dir / "checkpoints" / "last.ckpt"
-    if rank0:
-        (run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    logger = build_logger(cfg, run_dir) if cfg.tracking.enabled and rank0 else False
-    # every rank: each node's first samples it (collective start); rank 0 alone knows the run
-    monitor = NodeSystemMetrics(cfg, run_dir) if tracks_system(cfg) else None
-    save_at = {
-        int(step): run_dir / f"model_step{int(step)}.pt" for step in cfg.trainer.save_weights_at
-    }
-    try:  # a failure marks the MLflow run FAILED (Lightning does so inside fit only)
-        callbacks = build_callbacks(cfg, run_dir, save_at) + ([monitor] if monitor else [])
-        trainer = build_trainer(cfg, total, accumulate, logger, callbacks)
-        fit_metrics = {}
-        if total > 0:
-            trainer.fit(lit, datamodule=datamodule, ckpt_path=resume_from(last, rank0))
-            # validate() below replaces them; resumed at the final step, fit took none
-            fit_metrics = lit.resumed_metrics | dict(trainer.callback_metrics)
-        # The final model's validation loss, for every run ((e) has no training at all).
-        trainer.validate(lit, datamodule=datamodule, verbose=False)
+    try:
+        yield
     except SIGTERMException:  # Lightning's: a SystemExit without a status, i.e. exit 0
         _stop(monitor)
         where = f"its last checkpoint ({last})" if last.exists() else "the start"
-        print(f"stopped by SIGTERM at step {trainer.global_step}; the same command goes on from "
+        print(f"stopped by SIGTERM at step {lit.global_step}; the same command goes on from "
               f"{where}", file=sys.stderr, flush=True)  # fmt: skip
         raise SystemExit(128 + signal.SIGTERM) from None
     except Exception:
@@ -207,11 +224,6 @@ def train(
         raise
     _stop(monitor)
     _drain(logger)
-    weights = run_dir / WEIGHTS_FILE
-    if rank0:
-        atomic_torch_save(lit.model.state_dict(), weights)
-    metrics = {k: float(v) for k, v in (fit_metrics | trainer.callback_metrics).items()}
-    return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
 
 
 def tracks_system(cfg: DictConfig) -> bool:
@@ -254,12 +266,13 @@ def build_callbacks(cfg: DictConfig, run_dir: Path, save_at: dict[int, Path]) ->
 
 def build_trainer(
     cfg: DictConfig,
+    plan: TrainingPlan,
     total: int,
     accumulate: int,
     logger: ResumableMLFlowLogger | bool,
     callbacks: list[L.Callback],
 ) -> L.Trainer:
-    """The Lightning Trainer of cfg.trainer for `total` optimizer steps."""
+    """The Lightning Trainer of cfg.trainer for the plan's `total` optimizer steps."""
     t = cfg.trainer
     return L.Trainer(
         accelerator=t.accelerator,
@@ -269,7 +282,7 @@ def build_trainer(
         max_steps=total,
         max_epochs=-1,
         accumulate_grad_batches=accumulate,
-        gradient_clip_val=t[cfg.objective].grad_clip,
+        gradient_clip_val=t[plan.objective].grad_clip,
         val_check_interval=t.val_every_n_steps * accumulate,
         check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches,
@@ -280,7 +293,7 @@ def build_trainer(
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         deterministic=t.deterministic,
-        default_root_dir=cfg.paths.run_dir,
+        default_root_dir=str(plan.run_dir),
         use_distributed_sampler=False,  # our samplers and streams shard by rank themselves
     )
 

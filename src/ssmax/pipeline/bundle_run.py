@@ -2,10 +2,11 @@
 ssmax.lit.bundle.BundleRun, each seed's node written as its solo node writes it.
 
 - before: each member's folder opened as for a solo node (ssmax.pipeline.run.open_node), its
-  training config, the weights it starts from and where its data begins as its stage (one
-  whose SPEC says bundle="train") gives them to ssmax.lit.trainer.train (seed_start), its
-  MLflow run made or reopened by the logger a solo run makes (ssmax.lit.trainer.build_logger:
-  params, datasets, tags, mlflow_run_id), tagged `bundle`;
+  plan (ssmax.lit.plan.TrainingPlan: the weights it starts from, where its data begins) as its
+  stage (one whose SPEC says bundle="train") gives it to ssmax.lit.trainer.train (seed_start),
+  its config.yaml as a solo run records it, its MLflow run made or reopened by the logger a
+  solo run makes (ssmax.lit.trainer.build_logger: params, datasets, tags, mlflow_run_id),
+  tagged `bundle`;
 - while training (SeedWriter, the run's hooks): each seed's train/loss, train/lr,
   train/tokens_seen, train/tokens_per_s and its law's learned values at trainer.log_every_n_steps
   and val/loss at the steps a solo run logs them; at trainer.save_weights_at its
@@ -37,11 +38,11 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.compose import absolute_paths
 from ssmax.files.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
 from ssmax.lit.bundle import BundleHooks, BundleRun
 from ssmax.lit.bundle_checkpoint import sliced
-from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, data_state_path, tracks_system
+from ssmax.lit.plan import TrainingPlan, data_state_path
+from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, tracks_system
 from ssmax.pipeline.bundle import TRAIN, BundleJob
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.run import close_node, open_node, pin_process
@@ -53,16 +54,14 @@ from ssmax.tracking.sync import merge_nodes
 from ssmax.tracking.system_metrics import SystemMetrics, store_log
 
 
-def seed_start(ctx: StageContext, module: str) -> tuple[DictConfig, str | None]:
-    """(training config, data_start) as the node's stage module (its SPEC: bundle="train")
-    gives them to ssmax.lit.trainer.train (its train_start: a bundled seed trains as its solo
-    node), paths absolute; the weights it starts from in cfg.init_from."""
+def seed_start(ctx: StageContext, module: str) -> TrainingPlan:
+    """The plan the node's stage module (its SPEC: bundle="train") gives
+    ssmax.lit.trainer.train for this node (its train_start): a bundled seed trains its solo
+    node's plan."""
     if stage_spec(module).bundle != TRAIN:
         raise ValueError(f"a bundle trains nodes of a stage whose SPEC says bundle={TRAIN!r}, "
                          f"not {module}'s")  # fmt: skip
-    cfg, data_start = stage_module(module).train_start(ctx)
-    absolute_paths(cfg)
-    return cfg, data_start
+    return stage_module(module).train_start(ctx)
 
 
 def variant_stats(run: BundleRun, i: int) -> dict[str, float]:
@@ -86,8 +85,10 @@ class SeedWriter(BundleHooks):
     """What each seed's solo run writes while it trains, for every seed of a bundle: its MLflow
     metrics, its switch-point files; and the bundle's checkpoints."""
 
-    def __init__(self, job: BundleJob, members: list[NodeJob], cfgs: list[DictConfig]) -> None:
-        self.job, self.members, self.cfgs = job, members, cfgs
+    def __init__(self, job: BundleJob, members: list[NodeJob], cfgs: list[DictConfig],
+                 plans: list[TrainingPlan]) -> None:  # fmt: skip
+        """cfgs, plans: each seed's config (read) and plan (ssmax.lit.plan)."""
+        self.job, self.members, self.cfgs, self.plans = job, members, cfgs, plans
         self.dirs = [Path(m.dir) for m in members]
         cfg = cfgs[0]
         self.loggers: list[Any] = []  # open(): each seed's, as its solo run's
@@ -102,7 +103,8 @@ class SeedWriter(BundleHooks):
     def open(self, seeds: list[int]) -> None:
         """Each seed's MLflow run (made, or reopened on resume), tagged with its bundle."""
         if self.cfgs[0].tracking.enabled:
-            self.loggers = [build_logger(c, d) for c, d in zip(self.cfgs, self.dirs, strict=True)]
+            self.loggers = [build_logger(p.recorded(c), p.run_dir)
+                            for c, p in zip(self.cfgs, self.plans, strict=True)]  # fmt: skip
         for logger in self.loggers:
             logger.experiment.set_tag(logger.run_id, "bundle", f"{len(seeds)} seeds: {seeds}")
         self.monitor = self._system_metrics(self.cfgs[0])
@@ -191,14 +193,14 @@ class SeedWriter(BundleHooks):
     def finish_seed(self, i: int, run: BundleRun) -> dict[str, Any]:
         """Seed i's model.pt and its run's end; its outputs as its stage's (the same keys in
         the same order: the stage's seed_outputs between weights and losses)."""
-        cfg, directory = self.cfgs[i], self.dirs[i]
+        directory = self.dirs[i]
         atomic_torch_save(run.bundle.state_dict(i), directory / WEIGHTS_FILE)
         logger = self.loggers[i] if self.loggers else None
         if logger is not None:
             logger.finalize("success")
             _drain(logger)
         outputs: dict[str, Any] = {"weights": str(directory / WEIGHTS_FILE)}
-        outputs |= stage_module(self.module).seed_outputs(cfg, directory)
+        outputs |= stage_module(self.module).seed_outputs(self.plans[i])
         return outputs | {
             "train_loss": run.last_batch[i].item() if run.last_batch is not None else None,
             "val_loss": float(run.val[run.total][i]),
@@ -271,23 +273,22 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
     members = [m for m in job.members if m.done is None]  # another run may have finished some
     if not members:
         return {"wall_s": 0.0, "records": {}}
-    cfgs = [OmegaConf.create(m.cfg_yaml) for m in members]
-    pin_process(cfgs[0], job.threads)
-    trains, starts, tracked = [], [], []
-    for member, cfg in zip(members, cfgs, strict=True):
-        ctx, node_run = open_node(member, cfg, rank0=True)  # its MLflow run: the logger's
+    nodes = [OmegaConf.create(m.cfg_yaml) for m in members]
+    pin_process(nodes[0], job.threads)
+    cfgs, plans, tracked = [], [], []  # each seed's config as its stage reads it, its plan
+    for member, node in zip(members, nodes, strict=True):
+        ctx, node_run = open_node(member, node, rank0=True)  # its MLflow run: the logger's
         tracked.append(node_run)
-        train, data_start = seed_start(ctx, member.module)
-        atomic_write_text(Path(member.dir) / "config.yaml", OmegaConf.to_yaml(train, resolve=True))
-        trains.append(train)
-        starts.append(data_start)
+        plan = seed_start(ctx, member.module)
+        record = OmegaConf.to_yaml(plan.recorded(ctx.cfg), resolve=True)
+        atomic_write_text(plan.run_dir / "config.yaml", record)
+        cfgs.append(ctx.cfg)
+        plans.append(plan)
     seeds = [int(m.seed) for m in members]  # type: ignore[arg-type]
-    writer = SeedWriter(job, members, trains)
+    writer = SeedWriter(job, members, cfgs, plans)
     try:
         writer.open(seeds)
-        # each seed from its own inputs: its weights, its data position
-        run = BundleRun(trains[0], seeds, init_from=[t.init_from for t in trains],
-                        data_start=starts)  # fmt: skip
+        run = BundleRun(cfgs[0], seeds, plans)  # each seed its own plan: weights, data position
         writer.resume(run)
         run.run(writer)
         if not writer.path.exists():  # resumed at the end from another's: this one's own

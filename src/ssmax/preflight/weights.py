@@ -10,8 +10,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig
 
-from ssmax.config.compose import ConfigError, build_model
+from ssmax.config.compose import ConfigError
 from ssmax.model import load_backbone
+from ssmax.model.factory import build_model
 from ssmax.model.transformer import VARIANT_PARAMS
 
 
@@ -57,11 +58,21 @@ def _describe(shapes: dict[str, tuple[int, ...]]) -> str:
     )
 
 
-def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init_from") -> None:
+def check_fits(
+    cfg: DictConfig,
+    state: dict[str, torch.Tensor],
+    key: str = "init_from",
+    model: torch.nn.Module | None = None,
+    path: str | Path | None = None,
+) -> None:
     """The weights fit the configured model and variant: every tensor present with its shape;
-    only the variant's own scalars (s, b, p_n) may be absent (ssmax.model.load_backbone)."""
-    with torch.device("meta"):  # shapes only: no memory, no init
-        model = build_model(cfg)
+    only the variant's own scalars (s, b, p_n) may be absent (ssmax.model.load_backbone).
+    model: the one they go into (a process that builds none, a check before any work, compares
+    with one on the meta device: shapes only). path: the file, as the message names it (else
+    cfg's `key`)."""
+    if model is None:
+        with torch.device("meta"):  # shapes only: no memory, no init
+            model = build_model(cfg)
     want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     have = {k: tuple(v.shape) for k, v in state.items()}
     m = cfg.model
@@ -69,7 +80,7 @@ def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init
         f"the checkpoint: {_describe(have)}; model={m.name}: {_describe(want)}; set model= or "
         "preset= (and data.vocab_size) as in the run that wrote it"
     )
-    where = f"{key}={getattr(cfg, key, None) or '?'}"
+    where = f"{key}={path or getattr(cfg, key, None) or '?'}"
     for name, shape in want.items():
         if name in have and have[name] != shape:
             raise ConfigError(
@@ -87,10 +98,10 @@ def check_fits(cfg: DictConfig, state: dict[str, torch.Tensor], key: str = "init
         )
 
 
-def load_init(model: torch.nn.Module, cfg: DictConfig) -> None:
-    """cfg.init_from's weights into `model` as a training run starts from them: read, checked
-    against the variant's shapes in one line (check_fits), loaded with the variant's own scalars
-    keeping their init where the file has none (load_backbone)."""
-    state = read_weights(cfg.init_from)
-    check_fits(cfg, state)
+def load_init(model: torch.nn.Module, cfg: DictConfig, path: str | Path) -> None:
+    """The weights at `path` into `model` as a training run starts from them (its plan's
+    init_from): read, checked against the model's own shapes in one line (check_fits), loaded
+    with the variant's own scalars keeping their init where the file has none (load_backbone)."""
+    state = read_weights(path)
+    check_fits(cfg, state, model=model, path=path)
     load_backbone(model, state)

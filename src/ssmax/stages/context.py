@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from ssmax.config.compose import build_model
 from ssmax.host.devices import uses_cuda
+from ssmax.lit.plan import DataModuleFor, Epochs, Steps, TrainingPlan
 from ssmax.model import Transformer
+from ssmax.model.factory import build_model
 from ssmax.preflight.weights import read_weights
 
 
@@ -33,14 +34,15 @@ class StageContext:
         return outputs
 
 
-def train_cfg(ctx: StageContext, objective: str) -> DictConfig:
-    """The node's config as ssmax.lit.trainer.train expects it: its folder, MLflow name, parent."""
-    cfg = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
-    cfg.objective = objective
-    cfg.paths.run_dir = str(ctx.out_dir)
-    cfg.run_name = ctx.name
-    cfg.tracking.tags = dict(ctx.tags or {})
-    return cfg
+def node_plan(
+    ctx: StageContext, objective: str, data: DataModuleFor, length: Steps | Epochs, **start: Any
+) -> TrainingPlan:
+    """A training stage's plan for its node (ssmax.lit.plan): its folder, its MLflow name (the
+    node's) and tags, with what the stage gives: its data, length and `start` (init_from,
+    save_at, data_start)."""
+    return TrainingPlan(objective=objective, data=data, length=length,
+                        run_dir=Path(ctx.out_dir).expanduser().resolve(), run_name=ctx.name,
+                        tags=dict(ctx.tags or {}), **start)  # fmt: skip
 
 
 def eval_device(cfg: DictConfig) -> torch.device:

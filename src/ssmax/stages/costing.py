@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch.overrides import TorchFunctionMode
 
-from ssmax.config.compose import model_config, variant_config
 from ssmax.model import count_parameters
+from ssmax.model.factory import model_config, variant_config
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig

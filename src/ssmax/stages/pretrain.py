@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.stages.context import StageContext, train_cfg
+from ssmax.lit.plan import Steps, TrainingPlan, data_state_path
+from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from omegaconf import DictConfig
 
 SPEC = StageSpec(
@@ -47,44 +46,41 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return training(cfg, tokens, disk, corpus=True)
 
 
-def train_start(ctx: StageContext) -> tuple[DictConfig, str | None]:
-    """(training config, data_start) this stage gives ssmax.lit.trainer.train (the seed
-    bundle's too, ssmax.pipeline.bundle_run): the schedule's steps, the switch point saved."""
-    cfg = train_cfg(ctx, "pretrain")
+def train_start(ctx: StageContext) -> TrainingPlan:
+    """The plan this stage's node trains, solo (run) or in a seed bundle
+    (ssmax.pipeline.bundle_run): the corpus, the schedule's steps, the switch point saved."""
+    # lazy: ssmax.data.lm_module imports Lightning (~4 s on 2 cores); the pipeline process
+    # imports every stage module (its SPEC and cost: plan) and stays without it
+    from ssmax.data.lm_module import lm_datamodule
+
+    cfg = ctx.cfg
     steps, switch_step = schedule(cfg, cfg.variant.facts.pretrain)
-    cfg.trainer.pretrain.max_steps = steps
-    cfg.trainer.save_weights_at = [switch_step]
-    return cfg, None
+    length = Steps(steps, int(cfg.trainer.pretrain.warmup_steps))
+    return node_plan(ctx, "pretrain", lm_datamodule, length, save_at=(switch_step,))
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
     # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
     # stage module (its SPEC and cost: plan) and stays without it
-    from ssmax.lit.trainer import data_state_path, train
+    from ssmax.lit.trainer import train
 
-    cfg, _ = train_start(ctx)
-    steps, switch_step = int(cfg.trainer.pretrain.max_steps), int(cfg.trainer.save_weights_at[0])
-    result = train(cfg)
-    return {
-        "weights": str(result.weights),
-        "switch_point": str(result.extra_weights[switch_step]),
-        "switch_data": str(data_state_path(result.extra_weights[switch_step])),
-        "switch_step": switch_step,
-        "steps": steps,
-        "train_loss": result.metrics.get("train/loss"),
-        "val_loss": result.metrics.get("val/loss"),
-        "run_id": result.run_id,
-    }
+    plan = train_start(ctx)
+    result = train(ctx.cfg, plan)
+    return (
+        {"weights": str(result.weights)}
+        | seed_outputs(plan)
+        | {
+            "train_loss": result.metrics.get("train/loss"),
+            "val_loss": result.metrics.get("val/loss"),
+            "run_id": result.run_id,
+        }
+    )
 
 
-def seed_outputs(cfg: DictConfig, folder: Path) -> dict[str, Any]:
-    """A bundled seed's outputs between its weights and its losses, as run() writes them (its
-    training config cfg, its node's folder: ssmax.pipeline.bundle_run)."""
-    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
-    # stage module (its SPEC and cost: plan) and stays without it
-    from ssmax.lit.trainer import data_state_path
-
-    switch_step = int(cfg.trainer.save_weights_at[0])
-    switch = folder / f"model_step{switch_step}.pt"
+def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:
+    """Its outputs between its weights and its losses, for its plan (run, and a bundled seed:
+    ssmax.pipeline.bundle_run): the switch point's files and step, the steps."""
+    (switch_step,) = plan.save_at
+    switch = plan.run_dir / f"model_step{switch_step}.pt"
     return {"switch_point": str(switch), "switch_data": str(data_state_path(switch)),
-            "switch_step": switch_step, "steps": int(cfg.trainer.pretrain.max_steps)}  # fmt: skip
+            "switch_step": switch_step, "steps": plan.length.total}  # fmt: skip

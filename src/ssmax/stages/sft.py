@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ssmax.stages.context import StageContext, train_cfg
+from ssmax.lit.plan import Epochs, TrainingPlan
+from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking.runs import child_run
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from omegaconf import DictConfig
 
 SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
@@ -44,24 +43,26 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return training(cfg, tokens, parameters(cfg) * (BYTES_TRAINING + BYTES_WEIGHTS))
 
 
-def train_start(ctx: StageContext) -> tuple[DictConfig, str | None]:
-    """(training config, data_start) this stage gives ssmax.lit.trainer.train (the seed
-    bundle's too, ssmax.pipeline.bundle_run): the pretrained weights; its own data."""
-    cfg = train_cfg(ctx, "sft")
-    cfg.init_from = ctx.only_input()["weights"]
-    return cfg, None
+def train_start(ctx: StageContext) -> TrainingPlan:
+    """The plan this stage's node trains, solo (run) or in a seed bundle
+    (ssmax.pipeline.bundle_run): its own data, for its epochs, from the pretrained weights."""
+    # lazy: ssmax.data.sft_module imports Lightning (~4 s on 2 cores); the pipeline process
+    # imports every stage module (its SPEC and cost: plan) and stays without it
+    from ssmax.data.sft_module import sft_datamodule
+
+    block = ctx.cfg.trainer.sft
+    length = Epochs(int(block.epochs), float(block.warmup_epochs))
+    return node_plan(ctx, "sft", sft_datamodule, length, init_from=ctx.only_input()["weights"])
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    # lazy: both import Lightning (~4 s on 2 cores); the pipeline process imports every stage
-    # module (its SPEC and cost: plan) and stays without it
-    from ssmax.data.sft_module import sft_datamodule
+    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
+    # stage module (its SPEC and cost: plan) and stays without it
     from ssmax.lit.trainer import train
 
     if ctx.stage in ctx.cfg.variant.facts.inherit:
         return inherited(ctx)
-    cfg, _ = train_start(ctx)
-    result = train(cfg, datamodule_for=sft_datamodule)
+    result = train(ctx.cfg, train_start(ctx))
     return {
         "weights": str(result.weights),
         "train_loss": result.metrics.get("train/loss"),
@@ -79,7 +80,7 @@ def inherited(ctx: StageContext) -> dict[str, Any]:
     return {"weights": ctx.only_input()["weights"], "inherited": True, "run_id": run_id}
 
 
-def seed_outputs(cfg: DictConfig, folder: Path) -> dict[str, Any]:
+def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:
     """A bundled seed's outputs between its weights and its losses, as run() writes them:
     none (ssmax.pipeline.bundle_run)."""
     return {}

@@ -36,7 +36,8 @@ class StageSpec:
     schedule: a training stage's trainer.<schedule> block (batch size, global batch, steps), the
     one a SLURM profile's devices must divide (ssmax.pipeline.slurm.cluster_profile).
     bundle: how executor.bundle groups its nodes' seeds: "train" (trained as one by
-    ssmax.pipeline.bundle_run; the module has train_start(ctx) and seed_outputs(cfg, folder)),
+    ssmax.pipeline.bundle_run; the module has train_start(ctx), its node's TrainingPlan, and
+    seed_outputs(plan)),
     "evals" (evaluated one after another in one process: ssmax.pipeline.bundle_evals); None:
     each node runs alone. artifacts: folders of its node's folder logged as artifacts of the
     pipeline's MLflow run once it is done or cached. shows: the output the pipeline run prints

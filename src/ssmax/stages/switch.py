@@ -14,14 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ssmax.config.variants import facts
-from ssmax.stages.context import StageContext, train_cfg
+from ssmax.lit.plan import Steps, TrainingPlan
+from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.pretrain import schedule
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from omegaconf import DictConfig
 
 SPEC = StageSpec(
@@ -48,24 +47,24 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return training(cfg, tokens, disk, corpus=True)
 
 
-def train_start(ctx: StageContext) -> tuple[DictConfig, str | None]:
-    """(training config, data_start) this stage gives ssmax.lit.trainer.train (the seed
-    bundle's too, ssmax.pipeline.bundle_run): the start variant's weights, and from its switch
+def train_start(ctx: StageContext) -> TrainingPlan:
+    """The plan this stage's node trains, solo (run) or in a seed bundle
+    (ssmax.pipeline.bundle_run): the start variant's weights on the corpus, and from its switch
     point the remaining steps, a fresh warmup and its data position."""
+    # lazy: ssmax.data.lm_module imports Lightning (~4 s on 2 cores); the pipeline process
+    # imports every stage module (its SPEC and cost: plan) and stays without it
+    from ssmax.data.lm_module import lm_datamodule
+
     softmax = ctx.only_input()
-    cfg = train_cfg(ctx, "pretrain")
-    data_start = None
-    checkpoint = cfg.variant.facts.start.checkpoint  # an output of the start variant's node
-    cfg.init_from = softmax[checkpoint]
+    checkpoint = ctx.cfg.variant.facts.start.checkpoint  # an output of the start variant's node
+    warmup = int(ctx.cfg.trainer.pretrain.warmup_steps)
     if checkpoint == "weights":  # the final weights: no training, validation loss only
-        cfg.trainer.pretrain.max_steps = 0
-    else:  # the switch point: the remaining steps
-        remaining = softmax["steps"] - softmax["switch_step"]
-        cfg.trainer.pretrain.max_steps = remaining
-        warmup = round(float(cfg.pipeline.switch_warmup_fraction) * remaining)
-        cfg.trainer.pretrain.warmup_steps = max(1, warmup)
-        data_start = softmax["switch_data"]
-    return cfg, data_start
+        return node_plan(ctx, "pretrain", lm_datamodule, Steps(0, warmup),
+                         init_from=softmax[checkpoint])  # fmt: skip
+    remaining = softmax["steps"] - softmax["switch_step"]  # the switch point: the steps left
+    warmup = max(1, round(float(ctx.cfg.pipeline.switch_warmup_fraction) * remaining))
+    return node_plan(ctx, "pretrain", lm_datamodule, Steps(remaining, warmup),
+                     init_from=softmax[checkpoint], data_start=softmax["switch_data"])  # fmt: skip
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
@@ -73,18 +72,20 @@ def run(ctx: StageContext) -> dict[str, Any]:
     # stage module (its SPEC and cost: plan) and stays without it
     from ssmax.lit.trainer import train
 
-    cfg, data_start = train_start(ctx)
-    result = train(cfg, data_start)
-    return {
-        "weights": str(result.weights),
-        "steps": int(cfg.trainer.pretrain.max_steps),
-        "train_loss": result.metrics.get("train/loss"),
-        "val_loss": result.metrics.get("val/loss"),
-        "run_id": result.run_id,
-    }
+    plan = train_start(ctx)
+    result = train(ctx.cfg, plan)
+    return (
+        {"weights": str(result.weights)}
+        | seed_outputs(plan)
+        | {
+            "train_loss": result.metrics.get("train/loss"),
+            "val_loss": result.metrics.get("val/loss"),
+            "run_id": result.run_id,
+        }
+    )
 
 
-def seed_outputs(cfg: DictConfig, folder: Path) -> dict[str, Any]:
-    """A bundled seed's outputs between its weights and its losses, as run() writes them (its
-    training config cfg: ssmax.pipeline.bundle_run)."""
-    return {"steps": int(cfg.trainer.pretrain.max_steps)}
+def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:
+    """Its outputs between its weights and its losses, for its plan (run, and a bundled seed:
+    ssmax.pipeline.bundle_run): its steps."""
+    return {"steps": plan.length.total}
