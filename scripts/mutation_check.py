@@ -243,6 +243,9 @@ REGISTRATION = (
         "            seed = spares.pop(0)\n", "            break\n"),
     Bug("registered-family-not-checked", "registration/families.py",
         "if listed is not None and formed != set(listed):", "if False:"),
+    Bug("readme-calls-a-mismatched-run-confirmatory", "registration/judge.py",
+        'kind = "exploratory: it does not match its registration" if differs else "confirmatory"',
+        'kind = "confirmatory"'),
     Bug("design-criterion-per-seed-not-the-mean", "registration/judge.py",
         '("yes" if mean >= SKILL_AT_LEAST', '("yes" if min(by.values()) >= SKILL_AT_LEAST'),
 )  # fmt: skip

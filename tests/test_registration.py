@@ -193,6 +193,7 @@ def test_a_run_that_does_not_match_is_exploratory(
     said = {"commit": "nodes ran ['ddd", "edited": "differs from the version first committed",
             "extra seed": "seeds not registered: [99]"}[how]  # fmt: skip
     assert said in text
+    assert "exploratory: it does not match its registration" in judge.readme_lines(reg)
 
 
 def test_a_seed_whose_skill_did_not_form_stays_in_and_is_shown_without(
