@@ -50,16 +50,17 @@ def laws(reg: Registration) -> list[str]:
     return list(reg.data["rule"]["families"]["leaderboard"]["laws"])
 
 
-def judge(reg: Registration, results: Results) -> list[Claim]:
+def judge(reg: Registration, results: Results, flips: bool = True) -> list[Claim]:
     """Every registered family's claims, each family corrected on its own by the rule; the
-    leaderboard as one record whose checks are its orderings."""
+    leaderboard as one record whose checks are its orderings. flips=False: no leave-one-out
+    (multiplicity.rule), for verdicts shown as counts only."""
     families, out = names(reg), []
     if is_paper(reg):
-        out += claims(results)
+        out += claims(results, flips)
     if "rivals" in families:
-        out += rival_claims(results, reg.variants)
+        out += rival_claims(results, reg.variants, flips)
     if "leaderboard" in families:
-        out.append(board(results, laws(reg))[1])
+        out.append(board(results, laws(reg), flips)[1])
     return out
 
 

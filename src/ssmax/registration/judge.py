@@ -151,8 +151,9 @@ def results_of(run: Run, leave_out: tuple[int, ...] = ()) -> Results:
 
 
 def judged(run: Run, leave_out: tuple[int, ...] = ()) -> list[Claim]:
-    """The registered families' claims over the run's seeds but leave_out, by the rule."""
-    return families.judge(run.reg, results_of(run, leave_out))
+    """The registered families' claims over the run's seeds but leave_out, by the rule; with
+    seeds left out, shown as counts only: without leave-one-out (a judgement a seed)."""
+    return families.judge(run.reg, results_of(run, leave_out), flips=not leave_out)
 
 
 def told(reg: Registration, checked: list[Claim]) -> str:

@@ -242,18 +242,20 @@ def paper_family(c: Claim) -> str:
     return "primary" if c.key in PRIMARY else "secondary"
 
 
-def apply_rule(checked: list[Claim], family: Callable[[Claim], str] = paper_family) -> list[Claim]:
+def apply_rule(
+    checked: list[Claim], family: Callable[[Claim], str] = paper_family, flips: bool = True
+) -> list[Claim]:
     """The rule of the module docstring across every claim: each ordering tested in its
     claim's family (the paper's: PRIMARY or not; a multiplicity.CORRECTIONS name), corrected
-    there, with leave-one-out; then each claim's verdict from its orderings'. Returns the same
-    claims."""
+    there, with leave-one-out (flips=False: without, multiplicity.rule); then each claim's
+    verdict from its orderings'. Returns the same claims."""
     families: dict[str, dict[str, dict[int, float]]] = {}
     for c in checked:
         c.family = family(c)
         orderings = families.setdefault(c.family, {})
         for k in c.checks:  # the same ordering in two claims of a family: one hypothesis
             orderings[k.ordering] = k.differences
-    tested = rule(families)
+    tested = rule(families, flips)
     for c in checked:
         c.m = len(tested[c.family])
         level = ALPHA / max(c.m, 1)  # Holm's first step; Benjamini-Hochberg's strictest
@@ -297,9 +299,9 @@ def long_multiples(results: Results) -> list[str]:
     return [k for k in sorted(ks, key=float) if float(k) > 1]
 
 
-def claims(results: Results) -> list[Claim]:
+def claims(results: Results, flips: bool = True) -> list[Claim]:
     """Every ordering the paper states, in the paper's order, judged by the rule."""
-    return apply_rule(paper_claims(results))
+    return apply_rule(paper_claims(results), flips=flips)
 
 
 def paper_claims(results: Results) -> list[Claim]:

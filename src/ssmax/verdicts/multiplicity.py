@@ -99,12 +99,15 @@ def without(families: Families, seed: int) -> Families:
             for f, fam in families.items()}  # fmt: skip
 
 
-def rule(families: Families) -> dict[str, dict[str, Tested]]:
+def rule(families: Families, flips: bool = True) -> dict[str, dict[str, Tested]]:
     """judge(families), each verdict marked with the seeds whose absence alone changes its
     decision (holds, contradicted or undecided: inconclusive and not decidable are both
-    undecided, and an ordering left with < 2 seeds is undecided)."""
+    undecided, and an ordering left with < 2 seeds is undecided). flips=False: none marked,
+    for a caller that shows only the verdicts (leave-one-out is a judgement a seed)."""
     full = judge(families)
     seeds = sorted({s for fam in families.values() for d in fam.values() for s in d})
+    if not flips:
+        return full
     for seed in seeds:
         left = judge(without(families, seed))
         for family, tested in full.items():

@@ -112,7 +112,7 @@ def present(results: Results, variants: Sequence[str]) -> set[str]:
     return {facts(v).letter for v in variants if facts(v).evals}
 
 
-def rival_claims(results: Results, variants: Sequence[str] = ()) -> list[Claim]:
+def rival_claims(results: Results, variants: Sequence[str] = (), flips: bool = True) -> list[Claim]:
     """The rivals' claims whose variants the run holds, judged as the family "rivals"
     (Holm); [] where the run holds no rival law."""
     letters = present(results, variants)
@@ -121,7 +121,7 @@ def rival_claims(results: Results, variants: Sequence[str] = ()) -> list[Claim]:
     checked = [check(results, key, text, orderings)
                for key, text, orderings in rival_specs(_long(results))
                if {x for o in orderings for x in (o.low, o.high)} <= letters]  # fmt: skip
-    return apply_rule(checked, family=lambda c: "rivals")
+    return apply_rule(checked, family=lambda c: "rivals", flips=flips)
 
 
 @dataclass
@@ -156,13 +156,13 @@ def leaderboard(results: Results, variants: Sequence[str] = ()) -> tuple[list[Ro
     return board(results, sorted(letters - set(BASES)))
 
 
-def board(results: Results, laws: Sequence[str]) -> tuple[list[Row], Claim]:
+def board(results: Results, laws: Sequence[str], flips: bool = True) -> tuple[list[Row], Claim]:
     """The family "leaderboard" of one run: each law (letters, none of them a base) against (a)
     and (b) on each headline measure the run has, Benjamini-Hochberg; (rows, the family's
     claim-like record). report.published_board reads every run's laws this way."""
     family = check(results, "leaderboard", "every law against (a) and (b)",
                    board_orderings(results, laws))  # fmt: skip
-    apply_rule([family], family=lambda c: "leaderboard")
+    apply_rule([family], family=lambda c: "leaderboard", flips=flips)
     return board_rows_of(results, laws, family), family
 
 
