@@ -13,6 +13,7 @@ from ssmax.lit.plan import Steps, TrainingPlan, data_state_path
 from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
+from ssmax.stages.training import trained
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -60,21 +61,7 @@ def train_start(ctx: StageContext) -> TrainingPlan:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
-    # stage module (its SPEC and cost: plan) and stays without it
-    from ssmax.lit.trainer import train
-
-    plan = train_start(ctx)
-    result = train(ctx.cfg, plan)
-    return (
-        {"weights": str(result.weights)}
-        | seed_outputs(plan)
-        | {
-            "train_loss": result.metrics.get("train/loss"),
-            "val_loss": result.metrics.get("val/loss"),
-            "run_id": result.run_id,
-        }
-    )
+    return trained(ctx, train_start(ctx), seed_outputs)
 
 
 def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from ssmax.lit.plan import Epochs, TrainingPlan
 from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
 from ssmax.stages.spec import StageSpec
+from ssmax.stages.training import trained
 from ssmax.tracking.runs import child_run
 
 if TYPE_CHECKING:
@@ -56,19 +57,9 @@ def train_start(ctx: StageContext) -> TrainingPlan:
 
 
 def run(ctx: StageContext) -> dict[str, Any]:
-    # lazy: ssmax.lit imports Lightning (~4 s on 2 cores); the pipeline process imports every
-    # stage module (its SPEC and cost: plan) and stays without it
-    from ssmax.lit.trainer import train
-
     if ctx.stage in ctx.cfg.variant.facts.inherit:
         return inherited(ctx)
-    result = train(ctx.cfg, train_start(ctx))
-    return {
-        "weights": str(result.weights),
-        "train_loss": result.metrics.get("train/loss"),
-        "val_loss": result.metrics.get("val/loss"),
-        "run_id": result.run_id,
-    }
+    return trained(ctx, train_start(ctx))
 
 
 def inherited(ctx: StageContext) -> dict[str, Any]:
