@@ -353,14 +353,15 @@ TARGETS = {
         ("tests/test_claim_verdicts.py", "tests/test_claims.py", "tests/test_stats.py"), CLAIMS
     ),
     "replicate": Target(("tests/test_replicate.py",), REPLICATE),
-    # the copy is no git repository: the tests that clone it or read its history stay out
+    # the copy is no git repository and holds no README: the tests that clone it, read its
+    # history or HEAD (the gpu run), or read the README stay out
     "registration": Target(
         (
             "tests/test_registration.py",
             "tests/test_registration_arms.py",
             "-k",
             "not seed_runs and not fails_twice and not another_commit and not up_to_date "
-            "and not design_seeds_run_first",
+            "and not design_seeds_run_first and not gpu_run_records and not readme_keeps",
         ),
         REGISTRATION,
     ),  # fmt: skip
