@@ -305,4 +305,4 @@ def test_the_readme_keeps_a_block_for_each_committed_registration() -> None:
         name = load(path).name
         assert f"<!-- registered:{name} " in readme and f"<!-- /registered:{name} -->" in readme
     assert "<!-- registered:confirmatory-2026-11-29 " in results
-    assert judge.with_readme_block(load(), "no block here") == "no block here"
+    assert judge.with_readme_block(load(), "no block here", "lines") == "no block here"

@@ -114,6 +114,12 @@ def conformity(run: Run) -> list[str]:
     return out
 
 
+def mismatches(run: Run, checked: list[Claim]) -> list[str]:
+    """What keeps the judged run from being confirmatory: conformity, and each family the code
+    forms otherwise than registered (empty: it matches)."""
+    return conformity(run) + families.differs(run.reg, checked)
+
+
 def valid(table: Table, seed: int, variant: str) -> bool | None:
     """Whether the variant formed the skill at the training length in this seed (None: the
     variant has no NIAH, as p_n's model)."""
@@ -165,7 +171,7 @@ def told(reg: Registration, checked: list[Claim]) -> str:
 
 def verdict_section(run: Run) -> list[str]:
     checked = judged(run)
-    differs = conformity(run) + families.differs(run.reg, checked)
+    differs = mismatches(run, checked)
     kind = "exploratory (it does not match its registration)" if differs else "confirmatory"
     paper = families.is_paper(run.reg)
     of = f" (of {len(checked)})" if paper else ""
@@ -320,7 +326,7 @@ def readme_lines(reg: Registration) -> str:
                        "conduct).")  # fmt: skip
             continue
         checked = judged(run)
-        differs = conformity(run) + families.differs(reg, checked)
+        differs = mismatches(run, checked)
         kind = "exploratory: it does not match its registration" if differs else "confirmatory"
         cpus = ", ".join(sorted({rec["run"]["cpu"] for rec in run.records.values()}))
         where = f"{len(done)} seeds ({span(done)}), {cpus}, {kind}"
@@ -336,14 +342,14 @@ def readme_lines(reg: Registration) -> str:
     return "\n".join(out)
 
 
-def with_readme_block(reg: Registration, text: str) -> str:
-    """text (the README) with the registration's block holding readme_lines; unchanged where
-    it holds no such block."""
+def with_readme_block(reg: Registration, text: str, lines: str) -> str:
+    """text (the README, docs/results.md) with the registration's block holding lines (its
+    readme_lines); unchanged where it holds no such block."""
     opening, closing = f"<!-- registered:{reg.name} ", f"<!-- /registered:{reg.name} -->"
     if opening not in text or closing not in text:
         return text
     start = text.index("\n", text.index(opening)) + 1
-    return text[:start] + readme_lines(reg) + "\n" + text[text.index(closing) :]
+    return text[:start] + lines + "\n" + text[text.index(closing) :]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     args = parser.parse_args(argv)
     reg = load(args.registration)
-    pages = {reg.page: page(reg)} | {p: with_readme_block(reg, p.read_text()) for p in LINES_IN}
+    lines = readme_lines(reg)  # once for every page that shows them
+    pages = {reg.page: page(reg)}
+    pages |= {p: with_readme_block(reg, p.read_text(), lines) for p in LINES_IN}
     if args.check:
         stale = [p for p, text in pages.items() if not p.is_file() or p.read_text() != text]
         for p in stale:
