@@ -219,7 +219,7 @@ def test_a_seed_whose_skill_did_not_form_stays_in_and_is_shown_without(
     assert row.count("**no**") == 1
 
 
-@pytest.mark.slow  # every registered ordering and its leave-one-out: ~90 s on 2 cores (2026-11-29)
+@pytest.mark.slow  # every registered ordering and its leave-one-out: ~14 s on 2 cores (2026-11-29)
 def test_the_confirmatory_page_is_up_to_date() -> None:
     assert judge.main(["--check"]) == 0, "python -m ssmax.registration.judge"
 

@@ -13,6 +13,8 @@ import pytest
 from scipy import stats
 
 from ssmax.verdicts.stats import (
+    EXACT_UP_TO,
+    SEED,
     Interval,
     benjamini_hochberg,
     bootstrap_interval,
@@ -176,6 +178,27 @@ def _brute_force_p(values: list[float]) -> float:
 def test_permutation_test_takes_every_sign_flip(values: list[float]) -> None:
     assert p_permutation(values) == pytest.approx(_brute_force_p(values))
     assert p_permutation([-v for v in values]) == pytest.approx(p_permutation(values))
+
+
+def _scipy_p(values: tuple[float, ...]) -> float:
+    exact = len(values) <= EXACT_UP_TO
+    return float(stats.permutation_test(
+        (np.array(values),), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples",
+        vectorized=True, n_resamples=np.inf if exact else 99_999, alternative="two-sided",
+        rng=None if exact else np.random.default_rng(SEED),
+    ).pvalue)  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [2, 3, 9, 16, 17, 24, 31])
+def test_permutation_p_is_scipys_to_the_last_bit(n: int) -> None:
+    """The registered rule names scipy's test; the flips drawn once per n must give its p
+    exactly, in the exact range and the sampled one, at any scale, and on ties."""
+    rng = np.random.default_rng(n)
+    cases = [tuple(rng.normal(loc, 1.0, size=n) * scale)
+             for loc in (0.0, 0.4, 2.0) for scale in (1e-3, 1.0, 40.0)]  # fmt: skip
+    cases += [(1.0,) * n, tuple(float(i % 3 - 1) for i in range(n))]
+    for values in cases:
+        assert p_permutation(values) == _scipy_p(values), values
 
 
 def test_permutation_p_of_one_sign_is_2_over_2_to_the_n() -> None:

@@ -168,13 +168,36 @@ def p_permutation(values: Sequence[float]) -> float:
 
 @lru_cache(maxsize=4096)  # leave-one-out asks for the same differences again
 def _p_permutation(values: tuple[float, ...]) -> float:
-    exact = len(values) <= EXACT_UP_TO
-    result = stats.permutation_test(
-        (np.array(values),), _mean, permutation_type="samples", vectorized=True,
-        n_resamples=np.inf if exact else 99_999, alternative="two-sided",
-        rng=None if exact else np.random.default_rng(SEED),
-    )  # fmt: skip
-    return float(result.pvalue)
+    """scipy.stats.permutation_test's p, number for number (tests/test_stats.py holds it to
+    scipy's on random data), with its sign flips drawn once per n (they depend on n and SEED
+    only) rather than once per test: ~6x faster, what the registered verdicts' 2,000 tests
+    cost the suite's page checks."""
+    x = np.array(values)
+    signs = _signs(len(x))
+    # scipy's layout, so that numpy sums each flip's values in scipy's order: an (n, flips, 2)
+    # array read through a (flips, n) view whose n axis is the outer one (_calculate_null_samples)
+    stacked = np.empty((len(x), signs.shape[1], 2))
+    np.multiply(signs, x[:, None], out=stacked[:, :, 0])  # times +-1: exact
+    null = np.mean(np.swapaxes(stacked, 0, -1)[0], axis=-1)
+    observed = np.mean(x)
+    gamma = abs(np.finfo(float).eps * 100 * observed)  # scipy's tolerance for equal means
+    adjustment = 0 if len(x) <= EXACT_UP_TO else 1  # a random sample counts the observed too
+    below = (np.count_nonzero(null <= observed + gamma) + adjustment) / (len(null) + adjustment)
+    above = (np.count_nonzero(null >= observed - gamma) + adjustment) / (len(null) + adjustment)
+    return float(np.clip(min(below, above) * 2, 0.0, 1.0))
+
+
+@lru_cache(maxsize=64)
+def _signs(n: int) -> np.ndarray:
+    """The signs scipy's sign-flip test gives n values in each of its flips, an (n, flips)
+    array of +-1.0: all 2^n in itertools.product's order up to EXACT_UP_TO, else 99,999 drawn
+    by rng.permuted from a generator seeded SEED, as scipy draws them."""
+    if n <= EXACT_UP_TO:
+        flipped = (np.arange(2**n)[:, None] >> np.arange(n - 1, -1, -1)) & 1 == 1
+    else:
+        pairs = np.tile(np.arange(2), (99_999, n, 1))
+        flipped = np.random.default_rng(SEED).permuted(pairs, axis=-1)[:, :, 0] == 1
+    return np.where(flipped.T, -1.0, 1.0)
 
 
 def _mean(x: np.ndarray, axis: int) -> np.ndarray:
