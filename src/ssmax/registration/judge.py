@@ -194,7 +194,12 @@ def verdict_section(run: Run) -> list[str]:
 def machines(run: Run) -> str:
     names = sorted({rec["run"]["cpu"] for rec in run.records.values()})
     minutes = statistics.fmean(rec["wall_s"] for rec in run.records.values()) / 60
-    return f"Machines: {', '.join(names)}; {minutes:.1f} min a seed on average."
+    node_h = sum(n["wall_s"] for rec in run.records.values() for n in rec["nodes"].values()) / 3600
+    return (
+        f"Machines: {', '.join(names)}; a seed's pipeline {minutes:.1f} min on average (its "
+        "last try: a seed resumed from its cache counts from the resume); its nodes' own "
+        f"times, summed over nodes run side by side, {node_h:.1f} h in all."
+    )
 
 
 def trained_elsewhere(run: Run) -> list[str]:
