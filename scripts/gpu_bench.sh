@@ -41,7 +41,8 @@
 # after CONFIRM_TIMEOUT_S (default 540); then the seeds' records (docs/results/confirmatory-
 # 2026-11-29/gpu/, once its report node finished), the report (or a partial one over what
 # finished), the per-node wall times and the logs in $OUT/confirm.tgz. CONFIRM_DIR: its cache
-# (/tmp/confirm). Run it first on a loan.
+# (/tmp/confirm). Run it first on a loan, at a commit the judge accepts (python -m
+# ssmax.registration.equivalence before the loan), with BENCH_COMMIT set to it.
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail

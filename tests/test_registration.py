@@ -274,6 +274,11 @@ def test_a_gpu_run_records_each_seed_with_its_device_and_commit(
     assert "switch/f_switch_during_pretrain/seed0" in rec["nodes"]
     assert set(rec["results"]) == set(reg.variants)
     assert run_main(["gpu", "--registration", str(path), "--workdir", str(tmp_path)]) == 0
+    # the judge holds a seed's commit to the registered code (ssmax.registration.equivalence)
+    said = judge.conformity(judge.gather(reg, "gpu"))
+    assert [s for s in said if s.startswith("seed 0: ran fffffff, whose code")], said
+    assert record_seeds(reg, Path(out), [0], reg.code_commit, 60.0, ["python", "-m", "x"]) == [0]
+    assert not [s for s in judge.conformity(judge.gather(reg, "gpu")) if "whose code" in s]
 
 
 def test_the_readme_lines_say_how_far_until_complete_then_each_primary_claim(

@@ -35,6 +35,7 @@ from pathlib import Path
 from ssmax.config.variants import facts, ordered
 from ssmax.files.atomic import atomic_write_text
 from ssmax.registration import families
+from ssmax.registration.equivalence import accepted, code_rule
 from ssmax.registration.run import planned
 from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
 from ssmax.verdicts.claims import Claim
@@ -109,6 +110,10 @@ def conformity(run: Run) -> list[str]:
         commits = {n["git_commit"] for n in rec["nodes"].values()}
         if run.name == "cpu" and commits != {reg.code_commit}:
             out.append(f"seed {seed}: nodes ran {sorted(commits)}, not {reg.code_commit[:7]}")
+        elif run.name != "cpu" and not accepted(reg, str(rec.get("commit"))):
+            out.append(f"seed {seed}: ran {str(rec.get('commit'))[:7]}, whose code is neither "
+                       f"{reg.code_commit[:7]}'s nor shown to compute what it does "
+                       "(python -m ssmax.registration.equivalence)")  # fmt: skip
     if first_committed(reg.path) != reg.path.read_text():
         out.append(f"{reg.path.name} differs from the version first committed")
     return out
@@ -194,7 +199,10 @@ def verdict_section(run: Run) -> list[str]:
 def machines(run: Run) -> str:
     names = sorted({rec["run"]["cpu"] for rec in run.records.values()})
     minutes = statistics.fmean(rec["wall_s"] for rec in run.records.values()) / 60
-    node_h = sum(n["wall_s"] for rec in run.records.values() for n in rec["nodes"].values()) / 3600
+    node_h = (
+        sum(n.get("wall_s") or 0 for rec in run.records.values() for n in rec["nodes"].values())
+        / 3600
+    )
     return (
         f"Machines: {', '.join(names)}; a seed's pipeline {minutes:.1f} min on average (its "
         "last try: a seed resumed from its cache counts from the resume); its nodes' own "
@@ -268,6 +276,7 @@ def page(reg: Registration) -> str:
                 f"{len(done)} of {len(run.planned)} planned seeds recorded "
                 f"({', '.join(map(str, done)) or 'none yet'}); failed twice and replaced: "
                 f"{', '.join(map(str, sorted(run.failed))) or 'none'}."]  # fmt: skip
+        out += [] if name == "cpu" else ["", code_rule(reg, given(reg))]
         if not done:
             continue
         out.append(machines(run))
