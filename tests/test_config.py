@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError
 
 import ssmax.config.compose as compose_module
 from ssmax.config import remembered, variants
 from ssmax.config.compose import CONF_DIR, ConfigError, check_cli_choices, check_override_keys
+from ssmax.config.rules import one_line
+from ssmax.config.schema_pipeline import MOVED_KEYS, PipelineConfig
 from ssmax.preflight.settings import validate
 from tests.conftest import PRESETS, VARIANTS, make_cfg
 
@@ -137,6 +140,35 @@ def test_misspelled_key_fails_in_one_line_naming_neighbours(arg: str) -> None:
     check_override_keys(
         ["trainer.pretrain.lr=1", "+pipeline.overrides.b_ssmax=[seed=1]"], "pipeline"
     )
+
+
+def test_paper_preset_has_the_paper_protocol() -> None:
+    """Sec. 3 (f): the switch at 175k of 200k steps, a warmup of 1,000 of the last 25,000;
+    Sec. 2.1: (pn) 25k of 200k; Sec. 3.2, 3.3: theta 10,000 -> 500,000 at the evals."""
+    protocol = make_cfg("preset=paper", config_name="pipeline").protocol
+    assert OmegaConf.to_container(protocol) == {
+        "switch_fraction": 0.875, "switch_warmup_fraction": 0.04, "pn_fraction": 0.125,
+        "rope_factor": 50,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_KEYS))
+def test_a_moved_key_fails_in_one_line_naming_its_new_key(old: str) -> None:
+    """An earlier release's key (pipeline.rope_factor, now protocol.rope_factor): on the
+    command line, the setting to write instead; in a YAML file (one_line), the key."""
+    new = MOVED_KEYS[old]
+    assert OmegaConf.select(make_cfg(config_name="pipeline"), new) is not None
+    for arg in (f"{old}=0.5", f"+{old}=0.5"):
+        with pytest.raises(ConfigError) as err:
+            check_override_keys(["preset=smoke", arg], "pipeline")
+        assert str(err.value) == (f"{arg}: {old} is now {new} (the protocol's settings moved "
+                                  f"out of pipeline); set {new}=0.5")  # fmt: skip
+    check_override_keys(["preset=smoke", f"{new}=0.5"], "pipeline")
+    key, name = old.split(".")
+    with pytest.raises(ConfigKeyError) as merged:
+        OmegaConf.merge(OmegaConf.structured(PipelineConfig), {key: {name: 0.5}})
+    said = one_line(merged.value)
+    assert said == f"{old} is now {new} (the protocol's settings moved out of pipeline); set {new}"
 
 
 def test_unknown_root_key_fails_in_one_line() -> None:

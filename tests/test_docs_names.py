@@ -33,7 +33,7 @@ import typing
 from functools import cache
 from pathlib import Path
 
-from ssmax.config.schema import PipelineConfig
+from ssmax.config.schema_pipeline import PipelineConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"

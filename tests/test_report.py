@@ -235,6 +235,18 @@ def test_settings_say_whether_another_cpu_gives_the_same_numbers() -> None:
     assert "CPU kernels" not in details("preset=paper", older=True)
 
 
+def test_settings_read_the_rope_factor_of_a_config_from_before_the_protocol_block() -> None:
+    """A run's config.yaml written before protocol.* has the RoPE factor under pipeline
+    (`make report` rebuilds an older folder's report from it)."""
+    cfg = make_cfg("preset=smoke", "protocol.rope_factor=20", config_name="pipeline")
+    cfg.pipeline.variants, cfg.pipeline.seeds = ["a_softmax"], [0]  # as plan() fills them
+    now = settings_from_cfg(cfg).details["RoPE theta at eval"]
+    older = OmegaConf.to_container(cfg)
+    older["pipeline"]["rope_factor"] = older.pop("protocol")["rope_factor"]
+    assert settings_from_cfg(OmegaConf.create(older)).details["RoPE theta at eval"] == now
+    assert now.endswith(" x 20")
+
+
 @pytest.mark.slow
 def test_report_of_a_run_without_a_report_node(tmp_path: Path, shared_cache: Path) -> None:
     # pretraining only: the settings come from a training node's own config, which names no

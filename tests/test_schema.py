@@ -12,7 +12,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from ssmax.config import schema
+from ssmax.config import schema, schema_pipeline
 from ssmax.config.compose import ConfigError, compose, first_choices
 from ssmax.config.rules import describe
 from ssmax.model import attention, transformer
@@ -36,7 +36,9 @@ def _documented_fields(module: object) -> list[tuple[str, str, bool]]:
     return out
 
 
-@pytest.mark.parametrize("module", [schema, attention, transformer], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "module", [schema, schema_pipeline, attention, transformer], ids=lambda m: m.__name__
+)
 def test_every_field_has_a_one_line_doc(module: object) -> None:
     fields = _documented_fields(module)
     assert fields
@@ -48,7 +50,7 @@ def test_composed_configs_are_typed_by_the_schema() -> None:
     train = compose("preset=smoke")
     pipe = compose("preset=smoke", config_name="pipeline")
     assert OmegaConf.get_type(train) is schema.TrainConfig
-    assert OmegaConf.get_type(pipe) is schema.PipelineConfig
+    assert OmegaConf.get_type(pipe) is schema_pipeline.PipelineConfig
     assert OmegaConf.get_type(pipe.trainer.pretrain) is schema.PretrainConfig
     assert "pipeline" not in train and train.executor.partition is None  # no profile
     # defaults come from the schema alone: conf/trainer/default.yaml holds none

@@ -92,7 +92,10 @@ CASES = [
     ("digits-reversed", ["data.facts.digits=[8,4]"], "data.facts.digits=[8, 4] must be [lo, hi], 1 <= lo <= hi"),
     ("facts-in-a-stream", [SLIM, "data.slimpajama_files=[{d}/bad.jsonl]"], "data.facts.fraction=0.5 plants facts in indexed rows (data.source=embedded or data.shards_dir), not in the data.source=slimpajama stream"),
     ("words-min-over-max", ["data.sft_context_words_min=90"], "data.sft_context_words_min=90 must be <= data.sft_context_words_max=70"),
-    ("switch-fraction", ["pipeline.switch_fraction=2"], "pipeline.switch_fraction=2.0 must be < 1"),
+    ("switch-fraction", ["protocol.switch_fraction=2"], "protocol.switch_fraction=2.0 must be < 1"),
+    # a key that moved (the protocol's settings out of pipeline): the setting to write instead
+    ("moved-key", ["pipeline.rope_factor=20"], "pipeline.rope_factor=20: pipeline.rope_factor is now protocol.rope_factor (the protocol's settings moved out of pipeline); set protocol.rope_factor=20"),
+    ("moved-key-of-a-variant", ["+pipeline.overrides.a_softmax=['pipeline.switch_fraction=0.5']"], "pipeline.overrides.a_softmax: pipeline.switch_fraction=0.5: pipeline.switch_fraction is now protocol.switch_fraction"),
     ("accelerator-unknown", ["trainer.accelerator=tpuu"], "trainer.accelerator='tpuu'; allowed"),
     ("node-past-timeout", ["executor=local", "executor.timeout_min=1", "trainer.pretrain.max_steps=200000"], "pretrain/a_softmax/seed0 would take ~"),
     ("node-past-timeout-says-fix", ["executor=local", "executor.timeout_min=1", "trainer.pretrain.max_steps=200000"], "past executor.timeout_min=1 after which the local executor kills a node; raise executor.timeout_min to at least"),

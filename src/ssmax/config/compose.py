@@ -20,8 +20,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 
-from ssmax.config.rules import one_line
-from ssmax.config.schema import PipelineConfig, TrainConfig
+from ssmax.config.rules import moved, one_line
+from ssmax.config.schema import TrainConfig
+from ssmax.config.schema_pipeline import MOVED_KEYS, PipelineConfig
 
 CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 SCHEMAS = {"train": TrainConfig, "pipeline": PipelineConfig}
@@ -121,8 +122,8 @@ def _leaves(node: object, prefix: str = "") -> list[str]:
 def check_override_keys(argv: Sequence[str], config_name: str = "config") -> None:
     """An override (or +addition) of a key the config does not have, dotted or at the root,
     fails in one line naming the key and its nearest valid neighbours (trainer.pretrain.lrr=1
-    -> lr; output_dir=x -> paths.output_dir), before any work. The config of reference is
-    composed with the group choices of argv only."""
+    -> lr; output_dir=x -> paths.output_dir), or the key it moved to (MOVED_KEYS), before any
+    work. The config of reference is composed with the group choices of argv only."""
     pairs = [(a.lstrip("+~").partition("=")[0], a) for a in argv if "=" in a]
     is_group = lambda key: "/" in key or (CONF_DIR / key).is_dir()  # noqa: E731
     # every setting that is not a group choice: dotted keys and root ones (seed=1, output_dir=x)
@@ -135,6 +136,8 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
     for key, arg in settings:
         if key in keys:
             continue
+        if MOVED_KEYS.get(key) in keys:  # an earlier release's key: its new name
+            raise ConfigError(f"{arg}: {moved(key, arg.partition('=')[2])}")
         parent = key.rpartition(".")[0]
         siblings = [k for k in keys if k.rpartition(".")[0] == parent] if parent in keys else keys
         near = difflib.get_close_matches(key, siblings, n=3, cutoff=0.6)

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-from ssmax.config.schema import PipelineConfig
+from ssmax.config.schema_pipeline import MOVED_KEYS, PipelineConfig
 
 TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
@@ -157,6 +157,13 @@ def _omegaconf_error(err: BaseException | None) -> OmegaConfBaseException | None
     return None
 
 
+def moved(key: str, value: str | None = None) -> str:
+    """The line for a key that moved (MOVED_KEYS), with the setting to write instead."""
+    now = MOVED_KEYS[key]
+    setting = now if value is None else f"{now}={value}"
+    return f"{key} is now {now} (the protocol's settings moved out of pipeline); set {setting}"
+
+
 def one_line(err: BaseException) -> str | None:
     """A composition error as one line, or None when it is not a schema error."""
     cause = _omegaconf_error(err)
@@ -164,6 +171,8 @@ def one_line(err: BaseException) -> str | None:
         return None
     key = str(cause.full_key)
     if isinstance(cause, ConfigKeyError):
+        if key in MOVED_KEYS:  # a file of an earlier release's keys
+            return moved(key)
         parent = key.rpartition(".")[0]
         found = _field(parent) if parent else None
         cls = next((t for t in _unwrap(found[1]) if dataclasses.is_dataclass(t)), None) if found \

@@ -7,7 +7,8 @@ The YAML files hold only what differs from these defaults: a preset's scale, a m
 variant's law, a data source, a SLURM profile.
 
 The model and variant groups use the model's own dataclasses (ssmax.model: ModelConfig,
-VariantConfig) with the variant's `facts:` (VariantFacts) on top.
+VariantConfig) with the variant's `facts:` (VariantFacts) on top. The groups of the pipeline's
+entry alone (pipeline, protocol, cost) are ssmax.config.schema_pipeline's.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class VariantFacts:
     color: str = "k"  # its matplotlib colour
     start: dict[str, str] | None = None  # null: from scratch; {variant, checkpoint}: from that
     evals: bool = True  # SFT, then the evals of Sec. 3.2-3.4
-    pretrain: str = rule("full", choices=("full", "short"))  # short: pipeline.pn_fraction
+    pretrain: str = rule("full", choices=("full", "short"))  # short: protocol.pn_fraction
     curve: bool = False  # Fig. 4 shows its pretraining curve
     inherit: list[str] = items()  # stages whose result is the start variant's own, untrained here
 
@@ -248,7 +249,7 @@ class TrackingConfig:
 
 @dataclass
 class LossEvalConfig:
-    """Sec. 3.2, Fig. 5: per-position test loss, theta x rope_factor."""
+    """Sec. 3.2, Fig. 5: per-position test loss, theta x protocol.rope_factor."""
 
     max_multiple: int | float = rule(20, gt=0)  # sequences of this x the training length
     report_multiples: list[Any] = rule([1, 5, 10, 20], gt=0, unique=True)  # table and claims
@@ -258,7 +259,7 @@ class LossEvalConfig:
 
 @dataclass
 class NiahEvalConfig:
-    """Sec. 3.3, Fig. 6: needle in a haystack after SFT, theta x rope_factor."""
+    """Sec. 3.3, Fig. 6: needle in a haystack after SFT, theta x protocol.rope_factor."""
 
     context_multiples: list[Any] = rule(  # haystack x N
         [1, 2, 4, 6, 8, 10], gt=0, min_items=1, unique=True
@@ -281,7 +282,7 @@ class NiahEvalConfig:
 
 @dataclass
 class NeedleScoresConfig:
-    """Sec. 3.4, Figs. 7, 8: attention on the needle's number, theta x rope_factor."""
+    """Sec. 3.4, Figs. 7, 8: attention on the needle's number, theta x protocol.rope_factor."""
 
     context_multiple: int | float = rule(7.8125, gt=0)  # x the training length (8000 at 1024)
     depth: float = rule(0.5, ge=0, le=1)  # Fig. 7's needle: depth ...
@@ -343,36 +344,6 @@ class ExecutorConfig:
 
 
 @dataclass
-class PipelineSettings:
-    file: str = "paper"  # pipelines/<file>.yaml: stages, variants, edges (make PIPELINE=...)
-    variants: list[str] | None = rule(None, min_items=1, unique=True)  # null: the declaration's
-    seeds: list[int] | None = rule(  # null: the declaration's
-        None, ge=0, le=MAX_SEED, min_items=1, unique=True
-    )
-    strict_reads: bool = False  # each stage sees only the config keys its SPEC declares
-    targets: list[str] | None = rule(None, min_items=1, unique=True)  # stages to run, with inputs
-    overrides: dict[str, list[str]] = rule({})  # one variant's overrides, {b_ssmax: [k=v]}
-    switch_fraction: float = rule(0.875, gt=0, lt=1)  # Sec. 3 (f): 175k of 200k steps with softmax
-    switch_warmup_fraction: float = rule(0.04, ge=0, le=1)  # Sec. 3 (f): 1,000 of the last 25,000
-    pn_fraction: float = rule(0.125, gt=0, le=1)  # Sec. 2.1: 25k iterations vs 200k
-    rope_factor: int | float = rule(50, gt=0)  # Sec. 3.2, 3.3: eval theta 10,000 -> 500,000
-
-
-@dataclass
-class CostConfig:
-    """`plan`'s cost table (ssmax.pipeline.plan_cost); the paper gives no costs."""
-
-    gpu: str = "H100"  # the GPU costed: measured rates of a device whose name contains it
-    # null: the project's bench/throughput.json (written by `make bench` on a GPU)
-    measured_file: str | None = None  # the measured rates (ssmax.pipeline.measured)
-    peak_flops: float = rule(989.0e12, gt=0)  # NVIDIA's H100 SXM bf16 dense peak
-    mfu: float = rule(0.40, gt=0, le=1)  # assumed MFU where nothing was measured
-    # about what the tiny preset's nodes reach on a CPU core each (docs/tiny-scale.md, "What a
-    # seed costs")
-    cpu_flops: float = rule(2.5e10, gt=0)  # FLOP/s of a CPU preset's node before any finished
-
-
-@dataclass
 class TrainConfig:
     """`python -m ssmax.train` (conf/config.yaml)."""
 
@@ -389,11 +360,3 @@ class TrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)  # MLflow
     eval: EvalConfig = field(default_factory=EvalConfig)  # the pipeline's evals
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)  # a profile: SLURM multirun
-
-
-@dataclass
-class PipelineConfig(TrainConfig):
-    """`python -m ssmax.pipeline` (conf/pipeline.yaml): all of the above plus these."""
-
-    pipeline: PipelineSettings = field(default_factory=PipelineSettings)  # the declaration
-    cost: CostConfig = field(default_factory=CostConfig)  # `plan`'s cost table

@@ -8,9 +8,9 @@ report, the claims, the plots and the cost table read these facts, never a list 
     color        its matplotlib colour
     start        null: pretrained from scratch; else {variant, checkpoint}: it starts from that
                  variant's pretrain output `checkpoint` (weights: the final ones; switch_point:
-                 those at pipeline.switch_fraction, then trains the rest) (Sec. 3 (e), (f))
+                 those at protocol.switch_fraction, then trains the rest) (Sec. 3 (e), (f))
     evals        whether it goes through SFT and the evals (the p_n model does not: Fig. 2 only)
-    pretrain     full, or short: pipeline.pn_fraction of the steps (Sec. 2.1)
+    pretrain     full, or short: protocol.pn_fraction of the steps (Sec. 2.1)
     curve        whether Fig. 4 shows its pretraining curve
     inherit      chain stages whose node takes the start variant's node of that stage as it is
                  (no training under this law): (g) applies Qwen's law at inference only, so

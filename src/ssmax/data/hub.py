@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
+from ssmax.host.environ import patched_environ
+
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
@@ -66,13 +68,5 @@ def require_hub(repo_id: str, local_key: str, timeout: float = 3.0) -> None:
 @contextlib.contextmanager
 def offline() -> Iterator[None]:
     """Mark HF libraries offline while loading local files (restored afterwards)."""
-    saved = {k: os.environ.get(k) for k in _OFFLINE_VARS}
-    os.environ.update(dict.fromkeys(_OFFLINE_VARS, "1"))
-    try:
+    with patched_environ(dict.fromkeys(_OFFLINE_VARS, "1")):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

@@ -27,7 +27,7 @@ SDPA_BACKENDS = {
 
 def scaled_theta(theta: float, factor: float) -> float:
     """RoPE theta x factor: the one place theta is scaled (Sec. 3.2, 3.3: 10,000 x 50 = 500,000
-    for every eval, no retraining; the factor is pipeline.rope_factor)."""
+    for every eval, no retraining; the factor is protocol.rope_factor)."""
     return float(theta) * float(factor)
 
 

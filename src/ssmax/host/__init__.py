@@ -1,2 +1,2 @@
 """The machine and the process a run executes on: CPU instruction set, devices, ranks,
-compilation."""
+compilation, the process's environment changed for a block (environ)."""

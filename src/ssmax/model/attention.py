@@ -123,7 +123,7 @@ class VariantConfig:
     sink: bool = False  # one more logit per head in each softmax, with no value
     path: str = field(default="auto", metadata={"choices": PATHS})  # auto: SDPA where it can
     # issue 60, each rival as its own paper runs it (docs/rival-laws.md); the defaults are what
-    # every law did before. Whether the evals' theta factor (pipeline.rope_factor, x50) reaches
+    # every law did before. Whether the evals' theta factor (protocol.rope_factor, x50) reaches
     # this variant's RoPE (and p-RoPE's base); false: its rotary frequencies stay as trained
     rope_scaled_at_eval: bool = True  # false: RoPE as trained at the evals ((k2), (m3))
     # the positions: RoPE on every head, or nape (ASEntmax's NAPE: no rotation, the first half

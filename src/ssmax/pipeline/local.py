@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from ssmax.host.environ import patched_environ
 from ssmax.pipeline.bundle import BundleJob, blocked_nodes, settle, time_limit
 from ssmax.pipeline.inprocess import EVALS, FINISHED, Job, Log, adopt, execute, run_inprocess
 from ssmax.pipeline.mlflow_runs import ParentRun, close_dead_runs
@@ -168,18 +169,12 @@ def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
     if server._forkserver_pid is not None and _SERVED["code"] != code:
         server._stop()  # it serves other code (a private API of CPython, 3.11 to 3.13)
     context.set_forkserver_preload([*modules, __name__])  # __name__: the workers' entry, _work
-    saved = {key: os.environ.get(key) for key in ("PYTHONPATH", COMMIT_ENV)}
+    changes = {}
     if frozen:  # the server starts with it, so its imports, late ones too, find the copy first
-        path = os.pathsep.join(filter(None, [str(frozen / "src"), saved["PYTHONPATH"]]))
-        os.environ |= {"PYTHONPATH": path, COMMIT_ENV: git_commit()}
-    try:
+        path = os.pathsep.join(filter(None, [str(frozen / "src"), os.environ.get("PYTHONPATH")]))
+        changes = {"PYTHONPATH": path, COMMIT_ENV: git_commit()}
+    with patched_environ(changes):
         multiprocessing.forkserver.ensure_running()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     _SERVED["code"] = code
 
 

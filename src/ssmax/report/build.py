@@ -52,7 +52,7 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         "model": f"{cfg.preset.model}: {cfg.model.n_layers} layers, "
         f"{cfg.model.n_heads} heads, dim {cfg.model.dim}",
         "pretraining steps": str(cfg.trainer.pretrain.max_steps),
-        "RoPE theta at eval": f"{cfg.model.rope_theta:g} x {cfg.pipeline.rope_factor}",
+        "RoPE theta at eval": f"{cfg.model.rope_theta:g} x {rope_factor(cfg)}",
     }
     details |= trained_on(cfg.data)
     bits = cpu_bits(cfg)
@@ -68,6 +68,13 @@ def settings_from_cfg(cfg: DictConfig) -> Settings:
         design = Design(tuple(design.seeds), float(design.niah_at_1x), float(design.falls_below))
     return Settings(str(cfg.preset.name), list(cfg.pipeline.seeds), int(cfg.data.seq_len), uri,
                     details, with_starts(list(cfg.pipeline.variants)), design)  # fmt: skip
+
+
+def rope_factor(cfg: DictConfig) -> Any:
+    """protocol.rope_factor; a node's config.yaml written before the protocol block had its own
+    key (an older run's folder, rebuilt by `python -m ssmax.report`) has it under pipeline."""
+    found = OmegaConf.select(cfg, "protocol.rope_factor")
+    return found if found is not None else OmegaConf.select(cfg, "pipeline.rope_factor")
 
 
 def cpu_bits(cfg: DictConfig) -> str | None:

@@ -1,7 +1,7 @@
-"""Pretraining from scratch: the full run, or pipeline.pn_fraction of it for a variant whose
+"""Pretraining from scratch: the full run, or protocol.pn_fraction of it for a variant whose
 facts say `pretrain: short` (the p_n model of Sec. 2.1).
 
-Every pretrain node also saves its weights at pipeline.switch_fraction of its steps (87.5%,
+Every pretrain node also saves its weights at protocol.switch_fraction of its steps (87.5%,
 175k of 200k at paper scale), and where its data stood then, which switch(f) starts from.
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 SPEC = StageSpec(
-    reads=(*PRETRAIN_READS, "variant.facts.pretrain", "pipeline.pn_fraction"),
+    reads=(*PRETRAIN_READS, "variant.facts.pretrain", "protocol.pn_fraction"),
     trains=True,
     uses=("trainer", "data"),
     reported_as="pretrain",
@@ -30,12 +30,12 @@ SPEC = StageSpec(
 
 def schedule(cfg: DictConfig, pretrain: str) -> tuple[int, int]:
     """(steps, switch step) of a pretrain node of a variant whose facts say ``pretrain``: the
-    full run, or for `short` pipeline.pn_fraction of it (Sec. 2.1: 25k of the main run's 200k
-    iterations); the switch point at pipeline.switch_fraction of its steps."""
+    full run, or for `short` protocol.pn_fraction of it (Sec. 2.1: 25k of the main run's 200k
+    iterations); the switch point at protocol.switch_fraction of its steps."""
     steps = cfg.trainer.pretrain.max_steps
     if pretrain == "short":
-        steps = max(1, round(cfg.pipeline.pn_fraction * steps))
-    return steps, max(1, round(cfg.pipeline.switch_fraction * steps))
+        steps = max(1, round(cfg.protocol.pn_fraction * steps))
+    return steps, max(1, round(cfg.protocol.switch_fraction * steps))
 
 
 def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
 # uses: shown in the report's settings (a preset's cuts too; whether its CPU bits are pinned).
 # files: the published run its seeds are placed against (verdicts.against; verdicts.published_file)
 SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
-                 uses=("model", "data", "trainer.pretrain", "trainer.sft", "pipeline.rope_factor",
+                 uses=("model", "data", "trainer.pretrain", "trainer.sft", "protocol.rope_factor",
                        "eval", "preset.hardware", "trainer.accelerator",
                        "trainer.cpu_isa"),
                  files=("docs/results/verdict_seeds3-10.json",),

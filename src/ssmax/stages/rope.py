@@ -1,4 +1,4 @@
-"""RoPE theta set to pipeline.rope_factor (50) times its training value, no training
+"""RoPE theta set to protocol.rope_factor (50) times its training value, no training
 (Sec. 3.2, 3.3: 10,000 -> 500,000). The weights are the input's; the eval stages run them under
 ssmax.evals.scaled_rope_theta with this factor (the one mechanism; the theta is recorded)."""
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
     from ssmax.stages.context import StageContext
 
 SPEC = StageSpec(
-    reads=("model.rope_theta", "pipeline.rope_factor"),
+    reads=("model.rope_theta", "protocol.rope_factor"),
     inline=True,
 )
 
@@ -28,7 +28,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 def run(ctx: StageContext) -> dict[str, Any]:
     upstream = ctx.only_input()
-    factor = float(ctx.cfg.pipeline.rope_factor)
+    factor = float(ctx.cfg.protocol.rope_factor)
     return {
         "weights": upstream["weights"],
         "rope_factor": factor,

@@ -16,7 +16,7 @@ from types import ModuleType
 COMMON_USES = ("paths", "tracking", "preset", "run_name", "objective", "init_from")
 # Read by both pretraining stages (pretrain, switch): the model, its data and its schedule.
 PRETRAIN_READS = ("seed", "model", "variant", "data:lm", "trainer.pretrain", "trainer.precision",
-                  "pipeline.switch_fraction")  # fmt: skip
+                  "protocol.switch_fraction")  # fmt: skip
 
 
 @dataclass(frozen=True)

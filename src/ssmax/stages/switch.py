@@ -2,7 +2,7 @@
 SSMax into (a)'s weights with s = 1 / mean log n (Sec. 3 (e), (f)).
 
 (e) takes (a)'s final weights and does not train. (f) takes (a)'s weights at the switch point
-and trains the remaining steps with a fresh LR warmup of pipeline.switch_warmup_fraction of
+and trains the remaining steps with a fresh LR warmup of protocol.switch_warmup_fraction of
 them (the paper's 1,000 of 25,000: 4%, kept at every scale). Its optimizer state starts fresh:
 s is a new parameter and the paper restarts the schedule, so (a)'s Adam moments are dropped
 (a choice; the paper is silent). Its data continues (a)'s from the switch point: (f) trains on
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 SPEC = StageSpec(
-    reads=(*PRETRAIN_READS, "variant.facts.start", "pipeline.switch_warmup_fraction"),
+    reads=(*PRETRAIN_READS, "variant.facts.start", "protocol.switch_warmup_fraction"),
     trains=True,
     uses=("trainer", "data"),
     reported_as="pretrain",  # a variant's pretraining node is pretrain's or switch's
@@ -63,7 +63,7 @@ def train_start(ctx: StageContext) -> TrainingPlan:
         return node_plan(ctx, "pretrain", lm_datamodule, Steps(0, warmup),
                          init_from=softmax[checkpoint])  # fmt: skip
     remaining = softmax["steps"] - softmax["switch_step"]  # the switch point: the steps left
-    warmup = max(1, round(float(ctx.cfg.pipeline.switch_warmup_fraction) * remaining))
+    warmup = max(1, round(float(ctx.cfg.protocol.switch_warmup_fraction) * remaining))
     return node_plan(ctx, "pretrain", lm_datamodule, Steps(remaining, warmup),
                      init_from=softmax[checkpoint], data_start=softmax["switch_data"])  # fmt: skip
 
