@@ -42,7 +42,9 @@
 # 2026-11-29/gpu/, once its report node finished), the report (or a partial one over what
 # finished), the per-node wall times and the logs in $OUT/confirm.tgz. CONFIRM_DIR: its cache
 # (/tmp/confirm). Run it first on a loan, at a commit the judge accepts (python -m
-# ssmax.registration.equivalence before the loan), with BENCH_COMMIT set to it.
+# ssmax.registration.equivalence before the loan), with BENCH_COMMIT set to it. REGISTRATION:
+# another registration's gpu run (docs/registration/arms-2026-11-29.json: the arms', 48 seeds
+# of 12 laws, once its design seeds are recorded).
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 set -euo pipefail
@@ -80,13 +82,14 @@ for one in $PARTS; do
       limit=${CONFIRM_TIMEOUT_S:-540}
       # the driver stops the pipeline at --timeout-s and records what finished; timeout is a
       # backstop past it
+      REG=${REGISTRATION:-docs/registration/confirmatory-2026-11-29.json}
       rc=0; timeout -k 15 $(( limit + 60 )) python3 -m ssmax.registration.run gpu \
-        --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
+        --registration "$REG" --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
         ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} || rc=$?
       echo "confirm: exit $rc after $(( $(date +%s) - start )) s, $(nproc) cores"
       R=$C/outputs-gpu
       mkdir -p "$C/out"
-      cp -r docs/results/confirmatory-2026-11-29/gpu "$C/out/records" 2>/dev/null || true
+      cp -r "docs/results/$(basename "$REG" .json)/gpu" "$C/out/records" 2>/dev/null || true
       report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
       if [ -z "$report" ]; then  # not every node finished: the report of those that did
         python3 -m ssmax.report --output-dir "$R" --dest "$C/report_partial" || true
