@@ -26,6 +26,7 @@ from ssmax.verdicts.metrics import values_of
 from ssmax.verdicts.multiplicity import UNDECIDABLE
 from ssmax.verdicts.pn_fit import pn_fits
 from ssmax.verdicts.results import Results, Settings
+from tests.typed_outputs import typed
 
 VARIANTS = {
     "a": "a_softmax", "b": "b_ssmax", "c": "c_ssmax_no_scale", "d": "d_ssmax_bias",
@@ -128,7 +129,7 @@ def results(metric: str, table: Table) -> Results:
         for seed, value in by_seed.items():
             stage, outputs = node(metric, value)
             inputs[f"{stage}/{VARIANTS[letter]}/seed{seed}"] = outputs
-    return Results.from_inputs(inputs, Settings("test", [0, 1, 2, 3], 128))
+    return Results.from_inputs(typed(inputs), Settings("test", [0, 1, 2, 3], 128))
 
 
 def case(spec: Spec, verdict: str, seeds: int) -> Table:
@@ -206,7 +207,7 @@ def test_values_of_reads_every_metric_from_the_stage_outputs() -> None:
             "context_multiples": [1, 2, 4], "accuracy_grid": [[1.0, 1.0], [0.5, 0.3], [0.1, 0.1]],
             "accuracy": {"1": 1.0, "2": 0.4, "4": 0.1}, "needle_scores": {"top_mean": 0.6}},
     }  # fmt: skip
-    res = Results.from_inputs(inputs, Settings("test", [0], 128))
+    res = Results.from_inputs(typed(inputs), Settings("test", [0], 128))
     expected = {"pretrain_loss": 4.25, "loss@1": 3.5, "loss@4": 5.0, "theta_penalty": 0.25,
                 "niah": 0.25, "niah@2": 0.4, "needle_top": 0.6}  # fmt: skip
     for metric, value in expected.items():
@@ -283,7 +284,7 @@ def pn_results(folder: Path, p_n: dict[int, np.ndarray]) -> Results:
         path = folder / f"pn_seed{seed}.pt"
         torch.save({"p_n": torch.tensor(p, dtype=torch.float32), "s": torch.ones(2)}, path)
         inputs[f"pretrain/{VARIANTS['pn']}/seed{seed}"] = {"weights": str(path), "val_loss": 4.0}
-    return Results.from_inputs(inputs, Settings("test", list(p_n), 128))
+    return Results.from_inputs(typed(inputs), Settings("test", list(p_n), 128))
 
 
 @pytest.mark.parametrize("verdict", ["holds", "contradicted", "inconclusive"])

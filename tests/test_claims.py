@@ -13,6 +13,7 @@ from ssmax.verdicts.multiplicity import DISAGREE, UNDECIDABLE
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.stats import Interval, seeds_for_power, t975
 from ssmax.verdicts.text import claim_rows, untested_line
+from tests.typed_outputs import typed
 
 VARIANTS = {
     "a": "a_softmax", "b": "b_ssmax", "c": "c_ssmax_no_scale", "d": "d_ssmax_bias",
@@ -32,7 +33,7 @@ def results(pretrain: dict[str, list[float]], loss_at: dict[str, dict[str, list[
         for seed in range(seeds):
             at = {k: vals[seed] for k, vals in by_k.items()}
             inputs[f"eval_loss/{VARIANTS[letter]}/seed{seed}"] = {"loss_at": at}
-    return Results.from_inputs(inputs, Settings("test", [0, 1, 2], 128))
+    return Results.from_inputs(typed(inputs), Settings("test", [0, 1, 2], 128))
 
 
 def claim(res: Results, key: str):  # noqa: ANN201
@@ -291,7 +292,7 @@ def test_leaving_one_seed_out_flips_a_verdict_and_names_the_seed() -> None:
     for seed in range(8):
         inputs[f"eval_niah/a_softmax/seed{seed}"] = {"needle_scores": {"top_mean": low[seed]}}
         inputs[f"eval_niah/b_ssmax/seed{seed}"] = {"needle_scores": {"top_mean": high[seed]}}
-    res = Results.from_inputs(inputs, Settings("test", list(range(8)), 128))
+    res = Results.from_inputs(typed(inputs), Settings("test", list(range(8)), 128))
     c = claim(res, "needle_b_above_a")
     k = c.checks[0]
     assert (c.family, c.m) == ("primary", 1) and k.verdict == "inconclusive"
@@ -329,7 +330,7 @@ def test_holm_is_stricter_than_benjamini_hochberg_on_the_same_evidence() -> None
     inputs = {f"eval_niah/{VARIANTS[x]}/seed{s}": {"needle_scores": {"top_mean": v}}
               for i, (x, base) in enumerate(top.items())
               for s, v in enumerate(per_seed(base, i))}  # fmt: skip
-    needles = claims(Results.from_inputs(inputs, Settings("test", list(range(8)), 128)))
+    needles = claims(Results.from_inputs(typed(inputs), Settings("test", list(range(8)), 128)))
     secondary = {k.ordering: k for c in needles if c.family == "secondary" for k in c.checks
                  if k.differences}  # fmt: skip
     assert len(secondary) == 9 and {c.m for c in needles if c.family == "secondary"} == {9}

@@ -11,6 +11,7 @@ from ssmax.report.build import settings_from_cfg
 from ssmax.verdicts.design import design_rows, overlap_line, without_failed
 from ssmax.verdicts.published_file import load, skill_floor
 from ssmax.verdicts.results import Design, Results, Settings
+from tests.typed_outputs import typed
 
 DESIGN = Design(seeds=(0, 1, 2), niah_at_1x=0.9, falls_below=0.5)
 VARIANTS = ["a_softmax", "b_ssmax"]
@@ -24,7 +25,7 @@ def niah(at: dict[str, float]) -> dict:
 def results(per_seed: dict[str, dict[int, dict[str, float]]]) -> Results:
     inputs = {f"eval_niah/{variant}/seed{seed}": niah(at)
               for variant, seeds in per_seed.items() for seed, at in seeds.items()}  # fmt: skip
-    return Results.from_inputs(inputs, Settings("tiny", [0, 1, 2], 128))
+    return Results.from_inputs(typed(inputs), Settings("tiny", [0, 1, 2], 128))
 
 
 def test_met_when_every_variant_retrieves_at_1x_and_the_grid_reaches_failure() -> None:
@@ -87,10 +88,11 @@ def test_the_preset_states_its_design(preset: str, design: Design | None) -> Non
 
 def test_the_report_shows_the_criteria_and_names_design_seeds(tmp_path) -> None:  # noqa: ANN001
     from ssmax.report.build import build_report
+    from ssmax.stages.report import declared
 
     inputs = {f"eval_niah/a_softmax/seed{s}": niah({"1": 1.0, "4": 0.2}) for s in (2, 3)}
     settings = Settings("tiny", [2, 3], 128, variants=["a_softmax"], design=DESIGN)
-    out = build_report(inputs, settings, tmp_path)
+    out = build_report(typed(inputs), settings, tmp_path, declared())
     md = (tmp_path / "report.md").read_text()
     assert (
         "## Design criteria" in md

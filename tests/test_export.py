@@ -356,17 +356,17 @@ def test_stage_export_names_the_trained_node_and_its_fingerprint(
 ) -> None:
     # the export stage's ssmax.json: the node that trained the weights, and the fingerprint the
     # runner gives the stage with its inputs' outputs
-    from ssmax.stages import export
+    from ssmax.stages import export, sft
     from ssmax.stages.context import StageContext
 
     model, cfg, _ = exported["b_ssmax"]
     name, fingerprint = "sft/b_ssmax/seed0", "9a004d568695fa99" + "0" * 48
     torch.save(model.state_dict(), tmp_path / "model.pt")
-    outputs = {"weights": str(tmp_path / "model.pt")}
+    outputs = sft.Outputs(weights=str(tmp_path / "model.pt"))
     cfg = OmegaConf.merge(cfg, {"tracking": {"enabled": False}})
     ctx = StageContext("export/b_ssmax/seed0", "export", cfg, tmp_path / "export", {name: outputs},
                        fingerprints={name: fingerprint})  # fmt: skip
-    folder = Path(export.run(ctx)["models"]["sft"])
+    folder = Path(export.run(ctx).models["sft"])
     info = strict_json((folder / "ssmax.json").read_text())
     assert info["node"] == name and info["fingerprint"] == fingerprint
 

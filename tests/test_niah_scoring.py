@@ -1,6 +1,6 @@
 """NIAH scoring on hand-made records with known answers (no model, no decoding): score_answer,
-accuracy_grid, the eval_niah stage's per-multiple accuracy (niah_summary) and the claim
-metrics niah / niah@k.
+accuracy_grid, the eval_niah stage's per-multiple accuracy (niah_summary), the mean its outputs
+give past 1x (Outputs.mean_accuracy) and the claim metrics niah / niah@k.
 
 Every expected number below is written by hand from CELLS, not computed by the code under test.
 """
@@ -16,8 +16,9 @@ import pytest
 
 from ssmax.evals.niah import NeedleRecord, accuracy_grid, score_answer
 from ssmax.stages.eval_niah import niah_summary
-from ssmax.verdicts.metrics import niah_mean, values_of
+from ssmax.verdicts.metrics import values_of
 from ssmax.verdicts.results import Results, Settings
+from tests.typed_outputs import outputs, typed
 
 N = 128  # training length: contexts 128, 256, 512 are multiples 1, 2, 4
 NUMBER = "8106422"
@@ -83,6 +84,11 @@ def stage_outputs(records: list[NeedleRecord]) -> dict[str, Any]:
     """eval_niah's summary of these records, through JSON as the report reads it from the done
     record."""
     return json.loads(json.dumps(niah_summary(records, N)))
+
+
+def niah_mean(summary: dict[str, Any], beyond: float | None) -> float | None:
+    """The mean past `beyond` of eval_niah's outputs with this summary (the claim's metric)."""
+    return outputs("eval_niah", summary).mean_accuracy(beyond)
 
 
 def approx_grid(grid: list[list[float]]) -> list[Any]:
@@ -162,7 +168,7 @@ def test_niah_claim_metric_is_the_mean_past_1x() -> None:
         "eval_niah/a_softmax/seed0": softmax,
         "eval_loss/b_ssmax/seed0": {"loss_at": {"2": 3.0}},  # another stage: not NIAH
     }
-    results = Results.from_inputs(inputs, Settings("test", [0, 1], N))
+    results = Results.from_inputs(typed(inputs), Settings("test", [0, 1], N))
     assert values_of(results, "niah", "b_ssmax") == pytest.approx({0: NIAH_PAST_1X, 1: 1.0})
     assert values_of(results, "niah", "a_softmax") == {0: 0.0}  # its 1x answers do not count
     assert values_of(results, "niah@1", "a_softmax") == pytest.approx({0: 1 / 3})

@@ -17,10 +17,12 @@ from ssmax.report.headline import SHORT
 from ssmax.report.published import PAGES, PUBLISHED, ROOT, blocks, load, replace_block
 from ssmax.report.render import markdown
 from ssmax.report.table import gather
+from ssmax.stages.report import declared
 from ssmax.verdicts.against import against, place
 from ssmax.verdicts.claims import PRIMARY, claims
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.stats import ALPHA, permutation_floor
+from tests.typed_outputs import typed
 
 VARIANTS = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias", "e_swap_after_pretrain",
             "f_switch_during_pretrain"]  # fmt: skip
@@ -61,9 +63,9 @@ def test_the_file_is_shaped_as_results_json() -> None:
     pub = load()
     niah = {"accuracy": {"1": 1.0, "2": 0.5}, "context_multiples": [1, 2],
             "accuracy_grid": [[1.0], [0.5]], "needle_scores": {"top_mean": 0.6}}  # fmt: skip
-    run = gather({"pretrain/a_softmax/seed0": {"val_loss": 1.8},
-                  "eval_loss/a_softmax/seed0": {"loss_at": {"5": 3.8, "20": 4.4}},
-                  "eval_niah/a_softmax/seed0": niah})  # fmt: skip
+    run = gather(typed({"pretrain/a_softmax/seed0": {"val_loss": 1.8},
+                        "eval_loss/a_softmax/seed0": {"loss_at": {"5": 3.8, "20": 4.4}},
+                        "eval_niah/a_softmax/seed0": niah}), declared().columns)  # fmt: skip
     assert set(pub.table["a_softmax"]) == set(run["a_softmax"]) - {"niah @2x", "niah mean"}
     assert run["a_softmax"]["niah past 1x"] == {0: 0.5}
     assert set(pub.table["pn_rationale"]) == {"pretrain val loss", "p_n log fit R²"}
@@ -104,8 +106,8 @@ def test_claims_read_a_table_as_they_read_the_nodes() -> None:
                 "accuracy_grid": [[1.0], [0.5 + x], [0.2 + x]],
                 "needle_scores": {"top_mean": 0.6 + x}}  # fmt: skip
     settings = Settings("test", [0, 1, 2, 3], 128)
-    from_nodes = claims(Results.from_inputs(inputs, settings))
-    from_table = claims(Results(settings, {}, table=gather(inputs)))
+    from_nodes = claims(Results.from_inputs(typed(inputs), settings))
+    from_table = claims(Results(settings, {}, table=gather(typed(inputs), declared().columns)))
     for a, b in zip(from_nodes, from_table, strict=True):
         assert (a.key, a.verdict, a.uncorrected, a.m) == (b.key, b.verdict, b.uncorrected, b.m)
         for k, j in zip(a.checks, b.checks, strict=True):

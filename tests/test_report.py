@@ -21,11 +21,13 @@ from ssmax.pipeline.state import module_of
 from ssmax.report.__main__ import main as report_main
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.table import gather, rows
-from ssmax.stages.report import reported
+from ssmax.stages.outputs import read_outputs
+from ssmax.stages.report import declared, reported
 from ssmax.verdicts.claims import VERDICTS, claims
 from ssmax.verdicts.results import Results
 from ssmax.verdicts.text import RULE
 from tests.conftest import first_pipeline_run, make_cfg
+from tests.typed_outputs import typed
 
 PNG = b"\x89PNG\r\n\x1a\n"
 EVALUATED = ["a_softmax", "b_ssmax", "c_ssmax_no_scale", "d_ssmax_bias",
@@ -46,8 +48,8 @@ FIG_COLUMNS = {  # the series each figure's CSV must hold
 class Smoke:
     overrides: list[str]
     output_dir: Path
-    report: dict[str, Any]  # the report node's outputs
-    inputs: dict[str, dict[str, Any]]  # the report node's inputs
+    report: dict[str, Any]  # the report node's outputs, as its record holds them
+    inputs: dict[str, Any]  # the report node's inputs, typed, under their reported names
 
     @property
     def folder(self) -> Path:
@@ -60,21 +62,24 @@ def smoke(smoke_pipeline: list[str]) -> Smoke:
     cfg, jobs = plan(overrides)
     by_name = {j.name: j for j in jobs}
     report = by_name["report"]
-    inputs = {name: by_name[name].done["outputs"] for name in report.input_dirs}
+    records = {name: by_name[name].done for name in report.input_dirs}
+    modules = {name: module_of(record) for name, record in records.items()}
+    outputs = {name: read_outputs(str(modules[name]), r) for name, r in records.items()}
+    inputs = reported(outputs, modules)
     return Smoke(overrides, Path(cfg.paths.output_dir), report.done["outputs"], inputs)
 
 
 def test_eval_niah_writes_needle_scores(smoke: Smoke) -> None:
-    needle = smoke.inputs["eval_niah/b_ssmax/seed0"]["needle_scores"]
-    assert needle["context"] == 4 * 64 and needle["trials"] == 2  # smoke: 4x, 2 trials
-    assert 0.0 < needle["map_max"] <= 1.0 and 0.0 < needle["top_mean"] <= 1.0
-    assert 0.0 <= needle["full"] <= 1.0
-    lines = Path(needle["map_csv"]).read_text().splitlines()
+    needle = smoke.inputs["eval_niah/b_ssmax/seed0"].needle_scores
+    assert needle.context == 4 * 64 and needle.trials == 2  # smoke: 4x, 2 trials
+    assert 0.0 < needle.map_max <= 1.0 and 0.0 < needle.top_mean <= 1.0
+    assert 0.0 <= needle.full <= 1.0
+    lines = Path(needle.map_csv).read_text().splitlines()
     assert lines[0] == "layer,head,score" and len(lines) == 1 + 2 * 2  # 2 layers x 2 heads
-    trials = json.loads(Path(needle["trials_json"]).read_text())
+    trials = json.loads(Path(needle.trials_json).read_text())
     assert [t["score"] in ("full", "first_digit", "wrong") for t in trials] == [True, True]
-    copy = smoke.inputs["eval_niah/b_ssmax/seed0"]["copy"]  # the copy probe on the same model
-    assert copy["gain"] == pytest.approx(copy["first"] - copy["repeat"]) and copy["first"] > 1.0
+    copy = smoke.inputs["eval_niah/b_ssmax/seed0"].copy  # the copy probe on the same model
+    assert copy.gain == pytest.approx(copy.first - copy.repeat) and copy.first > 1.0
 
 
 @pytest.mark.parametrize("key", list(FIG_COLUMNS))
@@ -132,7 +137,7 @@ def test_results_table_keeps_the_numbers(smoke: Smoke) -> None:
 def test_results_name_each_value_by_its_seed() -> None:
     """results.json: seed -> value in numeric order (seed10 after seed9; as text, before)."""
     inputs = {f"pretrain/a_softmax/seed{s}": {"val_loss": 1.0 + s / 100} for s in (10, 9, 3)}
-    table = gather(inputs)
+    table = gather(typed(inputs), declared().columns)
     assert table == {"a_softmax": {"pretrain val loss": {3: 1.03, 9: 1.09, 10: 1.1}}}
     assert list(table["a_softmax"]["pretrain val loss"]) == [3, 9, 10]
     assert rows(table) == (["variant", "pretrain val loss"], [["a_softmax", "1.073 ± 0.038"]])
@@ -176,11 +181,11 @@ def test_rebuild_from_disk_and_mlflow(
 
 def test_missing_inputs_give_na_not_a_crash(smoke: Smoke, tmp_path: Path) -> None:
     only_b = {k: v for k, v in smoke.inputs.items() if "/b_ssmax/" in k}
-    out = build_report(only_b, settings_from_cfg(_cfg(smoke)), tmp_path / "b")
+    out = build_report(only_b, settings_from_cfg(_cfg(smoke)), tmp_path / "b", declared())
     assert out["figures"]["fig2"].startswith("n/a") and not out["figures"]["fig1"].startswith("n/a")
     assert out["figures"]["fig6"].endswith("fig6.png")  # one panel is still a figure
     assert set(out["claims"].values()) == {"n/a"}
-    empty = build_report({}, settings_from_cfg(_cfg(smoke)), tmp_path / "none")
+    empty = build_report({}, settings_from_cfg(_cfg(smoke)), tmp_path / "none", declared())
     assert [k for k, v in empty["figures"].items() if not v.startswith("n/a")] == ["fig1", "fig3"]
     assert "n/a: no eval_niah results" in Path(empty["report_md"]).read_text()
 
@@ -192,7 +197,7 @@ def test_a_pipeline_without_some_variants_names_the_claims_it_cannot_test(
     settings = dataclasses.replace(
         settings_from_cfg(_cfg(smoke)), variants=["a_softmax", "b_ssmax"]
     )
-    out = build_report(ab, settings, tmp_path / "ab")
+    out = build_report(ab, settings, tmp_path / "ab", declared())
     assert sorted(out["claims"]) == ["needle_b_above_a", "niah_b_above_a"]
     assert set(out["claims"].values()) == {"not decidable"}  # one seed
     md = Path(out["report_md"]).read_text()

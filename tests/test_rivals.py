@@ -15,6 +15,7 @@ from ssmax.verdicts.multiplicity import UNDECIDABLE, judge
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.rivals import board_json, leaderboard, rival_claims
 from ssmax.verdicts.text import RIVALS_NOTE, board_rows, claim_rows
+from tests.typed_outputs import typed
 
 VARIANTS = {"a": "a_softmax", "b": "b_ssmax", "k": "k_scale_invariant", "l": "l_asentmax",
             "m": "m_yarn_temp_inference"}  # fmt: skip
@@ -46,7 +47,7 @@ def results(loss: dict[str, list[float]], niah: dict[str, list[float]]) -> Resul
             inputs[f"eval_niah/{VARIANTS[letter]}/seed{seed}"] = {
                 "context_multiples": [1, 2, 4], "accuracy_grid": [[1.0], [v + 0.01], [v - 0.01]],
                 "needle_scores": {"top_mean": 0.5 + SHIFT[seed] / 10}}  # fmt: skip
-    return Results.from_inputs(inputs, Settings("test", list(range(len(SHIFT))), 128))
+    return Results.from_inputs(typed(inputs), Settings("test", list(range(len(SHIFT))), 128))
 
 
 def world(verdict: str, letters: str = "abklm") -> Results:

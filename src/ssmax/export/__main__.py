@@ -23,6 +23,7 @@ from ssmax.config.compose import ConfigError, debug
 from ssmax.export import require_transformers
 from ssmax.pipeline.run import plan
 from ssmax.preflight.weights import read_weights
+from ssmax.stages.outputs import read_outputs
 
 
 def run_config(path: Path) -> DictConfig:
@@ -60,13 +61,14 @@ def node_source(node: str, overrides: list[str]) -> tuple[DictConfig, str, dict[
         done = [j.name for j in with_weights if j.done is not None] or ["none yet"]
         raise ConfigError(f"--node {node} has no result in {job.dir} (make reproduce-all runs "
                           f"it); finished: {', '.join(done)}")  # fmt: skip
-    outputs = job.done["outputs"]
+    outputs = read_outputs(job.module, job.done)  # a training stage's (Trained) or rope's
     cfg = OmegaConf.create(job.cfg_yaml)
     info = {
         "node": job.name, "fingerprint": job.fingerprint, "seed": job.seed,
-        "preset": str(cfg.preset.name), "rope_factor": outputs.get("rope_factor", 1.0),
+        "preset": str(cfg.preset.name),
+        "rope_factor": outputs.rope_factor if job.module == "rope" else 1.0,  # the evals' theta
     }  # fmt: skip
-    return cfg, outputs["weights"], info
+    return cfg, outputs.weights, info
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,6 +48,7 @@ from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.run import close_node, open_node, pin_process
 from ssmax.pipeline.state import read_done
 from ssmax.stages.context import StageContext
+from ssmax.stages.outputs import Trained
 from ssmax.stages.spec import stage_module, stage_spec
 from ssmax.tracking.store import offline
 from ssmax.tracking.sync import merge_nodes
@@ -190,22 +191,22 @@ class SeedWriter(BundleHooks):
         self._log({"val/loss": run.val[run.total]}, run.total)
         self.stop()
 
-    def finish_seed(self, i: int, run: BundleRun) -> dict[str, Any]:
-        """Seed i's model.pt and its run's end; its outputs as its stage's (the same keys in
-        the same order: the stage's seed_outputs between weights and losses)."""
+    def finish_seed(self, i: int, run: BundleRun) -> Any:
+        """Seed i's model.pt and its run's end; its outputs as its stage's (its
+        seed_outputs(plan, done), from what a solo node's training gives: ssmax.stages.training)."""
         directory = self.dirs[i]
         atomic_torch_save(run.bundle.state_dict(i), directory / WEIGHTS_FILE)
         logger = self.loggers[i] if self.loggers else None
         if logger is not None:
             logger.finalize("success")
             _drain(logger)
-        outputs: dict[str, Any] = {"weights": str(directory / WEIGHTS_FILE)}
-        outputs |= stage_module(self.module).seed_outputs(self.plans[i])
-        return outputs | {
-            "train_loss": run.last_batch[i].item() if run.last_batch is not None else None,
-            "val_loss": float(run.val[run.total][i]),
-            "run_id": logger.run_id if logger is not None else None,
-        }
+        done = Trained(
+            weights=str(directory / WEIGHTS_FILE),
+            train_loss=run.last_batch[i].item() if run.last_batch is not None else None,
+            val_loss=float(run.val[run.total][i]),
+            run_id=logger.run_id if logger is not None else None,
+        )
+        return stage_module(self.module).seed_outputs(self.plans[i], done)
 
     def stop(self) -> None:
         if self.monitor is not None:
@@ -302,7 +303,7 @@ def execute_bundle(job: BundleJob) -> dict[str, Any]:
     records = {}
     for i, member in enumerate(members):  # seed by seed
         outputs = writer.finish_seed(i, run)
-        records[member.name] = close_node(member, tracked[i], outputs, outputs["run_id"],
+        records[member.name] = close_node(member, tracked[i], outputs, outputs.run_id,
                                           wall / len(seeds), extra=about)  # fmt: skip
     writer.remove_finished()
     return {"wall_s": round(time.perf_counter() - start, 3), "records": records}

@@ -38,6 +38,7 @@ from ssmax.preflight.memory import check_eval_memory
 from ssmax.preflight.overrides import keys_named_first
 from ssmax.preflight.settings import validate
 from ssmax.stages.context import StageContext
+from ssmax.stages.outputs import read_outputs, to_record
 from ssmax.stages.spec import COMMON_USES, stage_module, stage_spec
 from ssmax.tracking.manifest import git_commit, node_tags
 
@@ -166,7 +167,8 @@ def execute_node(job: NodeJob, extra: dict[str, Any] | None = None) -> dict[str,
         if rank0 and isinstance(err, Exception):  # not a requeue's exit nor an interrupt
             discard_unresumable(ctx.out_dir)
         raise
-    return close_node(job, tracked, outputs, outputs.get("run_id", ctx.run_id),
+    # a training stage's outputs name the run that trained it; the others', the node's run
+    return close_node(job, tracked, outputs, getattr(outputs, "run_id", ctx.run_id),
                       time.perf_counter() - start, extra)  # fmt: skip
 
 
@@ -195,9 +197,11 @@ def open_node(job: NodeJob, cfg: DictConfig, rank0: bool) -> tuple[StageContext,
         record = read_record(Path(input_dir))
         if record is None:
             raise RuntimeError(f"{job.name}: input {name} has no result in {input_dir}")
-        inputs[name] = record["outputs"]
-        fingerprints[name] = str(record["fingerprint"])
         modules[name] = module_of(record)
+        if modules[name] is None:
+            raise RuntimeError(f"{job.name}: input {name}'s record names no stage module")
+        inputs[name] = read_outputs(str(modules[name]), record)  # its stage's declared type
+        fingerprints[name] = str(record["fingerprint"])
     tracked = NodeRun.open(job, cfg, rank0)  # cfg: the pipeline's run as parent, its store
     stage_cfg = cfg
     if cfg.pipeline.strict_reads:  # the stage sees only what it declares
@@ -209,14 +213,22 @@ def open_node(job: NodeJob, cfg: DictConfig, rank0: bool) -> tuple[StageContext,
     return ctx, tracked
 
 
-def close_node(job: NodeJob, tracked: NodeRun, outputs: dict[str, Any], run_id: str | None,
+def close_node(job: NodeJob, tracked: NodeRun, outputs: Any, run_id: str | None,
                wall_s: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """A node's end: its MLflow run FINISHED (NodeRun.finished; run_id: the one its outputs
     name), then its done record (rank 0 writes it, last); returns the record.
+    outputs: an instance of its stage's SPEC.outputs, written as a dict (to_record).
     extra: more of the record (a bundled seed's `bundle`)."""
+    declared = stage_spec(job.module).outputs
+    if declared is None or not isinstance(outputs, declared):
+        err = TypeError(f"{job.name}: ssmax.stages.{job.module}.run returned "
+                        f"{type(outputs).__name__}, not its SPEC.outputs ({declared})")  # fmt: skip
+        tracked.failed(err)
+        raise err
     tracked.finished(run_id)
     record = {
-        "node": job.name, "module": job.module, "fingerprint": job.fingerprint, "outputs": outputs,
+        "node": job.name, "module": job.module, "fingerprint": job.fingerprint,
+        "outputs": to_record(outputs),
         "run_id": run_id, "wall_s": round(wall_s, 3),
         "flops": job.flops,  # with wall_s: what later seeds cost here (plan)
         # what made it: its code, packages (plan names nodes of another set), machine

@@ -27,7 +27,9 @@ from ssmax.pipeline.state import (
 )
 from ssmax.report.build import build_report, settings_from_cfg
 from ssmax.report.system_table import system_rows
-from ssmax.stages.report import reported
+from ssmax.stages.outputs import read_outputs
+from ssmax.stages.report import declared, reported
+from ssmax.stages.spec import stage_spec
 from ssmax.tracking.reach import check_reachable
 from ssmax.tracking.runs import close_dead
 from ssmax.tracking.spool import deliver_pending
@@ -98,9 +100,11 @@ def collect(
         folder, record = found
         made[record["node"]] = {k: str(child.data.tags.get(k) or record.get(k) or "unknown")
                                 for k in MADE_BY}  # fmt: skip
-        outputs[record["node"]], modules[record["node"]] = record["outputs"], module_of(record)
-        if modules[record["node"]] == "report" or config_dir is None:  # the report node's config
+        node, module = record["node"], module_of(record)
+        if module == "report" or config_dir is None:  # the report node's config
             config_dir = folder
+        if module is not None and stage_spec(module).reported_as:  # typed: its stage's Outputs
+            outputs[node], modules[node] = read_outputs(module, record), module
     inputs = reported(outputs, modules)  # what each stage declares the report reads
     if config_dir is None:
         raise LookupError(f"run {parent.info.run_id}: no child run with a finished node on disk")
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.manifest = manifest_lines(parent.data.tags, made)
     settings.system = system_rows(mlflow_client(uri), parent)
     dest = Path(args.dest) if args.dest else output_dir / "report"
-    out = build_report(inputs, settings, dest)
+    out = build_report(inputs, settings, dest, declared())
     print(json.dumps(out["claims"], indent=1))
     print(f"report: {out['report_md']}\n        {out['report_html']}")
     return 0

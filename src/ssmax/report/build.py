@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.variants import learns_p_n, with_starts
 from ssmax.data.fact_spec import spec_from_cfg
+from ssmax.report.declared import Declared
 from ssmax.report.figures import make_figures
 from ssmax.report.render import markdown, to_html
 from ssmax.report.table import gather, rows
@@ -26,13 +27,13 @@ from ssmax.verdicts.results import Design, Results, Settings, Table
 from ssmax.verdicts.rivals import board_json, leaderboard, rival_claims
 
 
-def model_rows(inputs: dict[str, dict[str, Any]]) -> list[list[str]]:
+def model_rows(inputs: dict[str, Any]) -> list[list[str]]:
     """One row per exported model (the export nodes'): its folder and registered version."""
     out = []
     for name, outputs in sorted(inputs.items()):
         stage, variant, seed = name.split("/")
-        for source, folder in outputs.get("models", {}).items() if stage == "export" else ():
-            found = outputs.get("registered", {}).get(source)
+        for source, folder in outputs.models.items() if stage == "export" else ():
+            found = outputs.registered.get(source)
             version = "- (tracking off)"
             if found:
                 named = "".join(f" = @{a}" for a in found.get("aliases", [])[1:])
@@ -136,14 +137,16 @@ def add_pn_fits(table: Table, results: Results) -> None:
 
 
 def build_report(
-    inputs: dict[str, dict[str, Any]], settings: Settings, folder: Path
+    inputs: dict[str, Any], settings: Settings, folder: Path, declared: Declared
 ) -> dict[str, Any]:
     """Write report.md, report.html, results.json, claims.json, against_published.json,
-    leaderboard.json (a run with a rival law) and figN.png/.csv in folder."""
+    leaderboard.json (a run with a rival law) and figN.png/.csv in folder. inputs: node (as
+    reported: StageSpec.reported_as) -> its outputs; declared: what the stages feed the report
+    (ssmax.stages.report.declared)."""
     folder.mkdir(parents=True, exist_ok=True)
     results = Results.from_inputs(inputs, settings)
-    table = gather(inputs)
-    figures = make_figures(results, folder)
+    table = gather(inputs, declared.columns)
+    figures = make_figures(results, folder, declared.figures)
     add_pn_fits(table, results)
     checked, untested = in_scope(claims(results), settings.variants)
     checked += rival_claims(results, settings.variants)  # none without a rival law

@@ -1,19 +1,20 @@
 """Every figure of the paper (Figs. 1-8) as PNG + CSV in the report folder.
 
-Figs. 1 and 3 come from the formulas, Fig. 2 from the rationale model's learned p_n, Figs. 4-8
-from the runs (``figures_runs``, ``figures_needle``). A figure whose inputs are missing is
-returned with ``missing`` set instead of files.
+Figs. 1 and 3 come from the formulas (the report's own); the others from the runs, each named
+by the stage whose outputs it draws (StageSpec.figures: Fig. 2, the rationale model's learned
+p_n, and Fig. 4 by pretrain; Figs. 5-8, ``figures_runs``, ``figures_needle``, by the evals). A
+figure whose inputs are missing is returned with ``missing`` set instead of files.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from ssmax.report.figures_needle import fig7, fig8
-from ssmax.report.figures_runs import fig4, fig5, fig6
 from ssmax.report.formulas import fig1_max_output, fig3_transformed
 from ssmax.report.paper import PAPER
 from ssmax.report.plotting import FigureFile, new_figure, save
@@ -98,19 +99,37 @@ def fig3(results: Results, folder: Path) -> FigureFile:
     )
 
 
-def all_figures() -> list[Callable[[Results, Path], FigureFile]]:
-    return [fig1, fig2, fig3, fig4, fig5, fig6, fig7, fig8]
+Figure = Callable[[Results, Path], FigureFile]
+OWN = (fig1, fig3)  # from the formulas: no stage's outputs
 
 
-def make_figures(results: Results, folder: Path) -> list[FigureFile]:
-    """Every figure; one that fails to draw is reported as missing with the error."""
+def figure(name: str) -> Figure:
+    """A figure function named as a stage declares it: `module.function` of ssmax.report."""
+    module, _, function = name.rpartition(".")
+    return getattr(importlib.import_module(f"ssmax.report.{module}"), function)
+
+
+def all_figures(declared: tuple[str, ...]) -> list[Figure]:
+    """The report's own figures and those the stages declare, in the paper's order (figN;
+    a name without a number last)."""
+
+    def number(make: Figure) -> tuple[float, str]:
+        found = re.search(r"\d+", make.__name__)
+        return (int(found[0]) if found else float("inf")), make.__name__
+
+    return sorted(dict.fromkeys([*OWN, *map(figure, declared)]), key=number)
+
+
+def make_figures(results: Results, folder: Path, declared: tuple[str, ...]) -> list[FigureFile]:
+    """Every figure (declared: the stages', ssmax.report.declared.Declared.figures); one that
+    fails to draw is reported as missing with the error."""
     out = []
-    for make in all_figures():
+    for make in all_figures(declared):
         key = make.__name__
         try:
-            figure = make(results, folder)
+            made = make(results, folder)
         except Exception as err:  # noqa: BLE001 - a broken figure must not sink the report
-            figure = FigureFile(key, key, missing=f"{type(err).__name__}: {err}")
-        figure.paper = PAPER.get(key, "")
-        out.append(figure)
+            made = FigureFile(key, key, missing=f"{type(err).__name__}: {err}")
+        made.paper = PAPER.get(key, "")
+        out.append(made)
     return out

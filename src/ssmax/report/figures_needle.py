@@ -22,14 +22,14 @@ MARKERS = {  # Fig. 8's outcome markers
 
 def fig7(results: Results, folder: Path) -> FigureFile:
     title = "Fig. 7: needle score per layer/head, sorted (top 25)"
-    maps, seeds, needle = {}, set(), {}
+    maps, seeds, needle = {}, set(), None
     for variant in results.variants("eval_niah"):
         first = results.first("eval_niah", variant)
         rows = read_needle_map(first[1]) if first else None
         if rows:
             maps[variant] = sorted(rows, key=lambda r: -r[2])[:TOP_HEADS]
             seeds.add(first[0])
-            needle = first[1]["needle_scores"]
+            needle = first[1].needle_scores
     if not maps:
         return FigureFile("fig7", title, missing="no needle score maps (eval_niah)")
     fig, axes = new_figure(len(maps), width=4.2, height=3.0)
@@ -43,13 +43,11 @@ def fig7(results: Results, folder: Path) -> FigureFile:
     columns = ["rank", *(c for v in maps for c in (v, f"{v}_head"))]
     rows = ([k + 1, *(c for r in maps.values() for c in _head_cells(r, k))] for k in range(length))
     png, csv = save(fig, folder, "fig7", columns, rows)
-    sentence = NEEDLE.format(city=needle.get("city", "?"), number=needle.get("number", "?"))
-    depth = needle.get("depth")
+    sentence = NEEDLE.format(city=needle.city, number=needle.number)
     caption = (
         f"Attention of the first answer token on the needle's number, every layer (L) and head "
-        f"(H), highest first; context {needle.get('context')} tokens, depth "
-        f'{"?" if depth is None else f"{depth:.0%}"}, "{sentence}", theta x50, after SFT; '
-        f"seed {_seeds(seeds)}."
+        f"(H), highest first; context {needle.context} tokens, depth {needle.depth:.0%}, "
+        f'"{sentence}", theta x50, after SFT; seed {_seeds(seeds)}.'
     )
     measured = "Highest needle score: " + ", ".join(
         f"{label(v)} {rows[0][2]:.3f}" for v, rows in maps.items()
@@ -74,7 +72,7 @@ def fig8(results: Results, folder: Path) -> FigureFile:
         if rows:
             trials[variant] = sorted(rows, key=lambda t: -t["top_score"])
             seeds.add(first[0])
-            context = first[1]["needle_scores"].get("context", context)
+            context = first[1].needle_scores.context
     if not trials:
         return FigureFile("fig8", title, missing="no needle score trials (eval_niah)")
     fig, axes = new_figure(len(trials), width=4.2, height=3.0)

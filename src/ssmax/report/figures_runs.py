@@ -5,7 +5,9 @@ Several seeds: curves and grids are the mean over seeds (Fig. 4 on the steps all
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +34,7 @@ def learning_curves(results: Results) -> dict[str, tuple[np.ndarray, np.ndarray,
         histories = {
             seed: h
             for seed, o in results.get("pretrain", variant).items()
-            if (h := metric_history(uri, o.get("run_id"))) is not None
+            if (h := metric_history(uri, o.run_id)) is not None
         }
         if not histories:
             continue
@@ -72,14 +74,18 @@ def fig4(results: Results, folder: Path) -> FigureFile:
     return FigureFile("fig4", title, caption, png, csv, measured=measured + ".")
 
 
-FIG5_SERIES = {"csv": "prose", "facts_csv": "planted facts"}  # eval_loss output -> panel
+# panel -> its CSV of eval_loss's outputs (facts_csv: None without planted facts)
+FIG5_SERIES: dict[str, Callable[[Any], str | None]] = {
+    "prose": lambda o: o.csv, "planted facts": lambda o: o.facts_csv}  # fmt: skip
 
 
-def loss_curves(results: Results, key: str) -> tuple[dict[str, np.ndarray], list[list[int]]]:
-    """variant -> per-position loss (mean over seeds) from eval_loss's CSV under ``key``."""
+def loss_curves(
+    results: Results, csv: Callable[[Any], str | None]
+) -> tuple[dict[str, np.ndarray], list[list[int]]]:
+    """variant -> per-position loss (mean over seeds) from eval_loss's CSV `csv(outputs)`."""
     curves, seeds = {}, []
     for variant in results.variants("eval_loss"):
-        runs = {s: read_loss_csv(o.get(key)) for s, o in results.get("eval_loss", variant).items()}
+        runs = {s: read_loss_csv(csv(o)) for s, o in results.get("eval_loss", variant).items()}
         runs = {s: v for s, v in runs.items() if v is not None}
         if runs:
             size = min(v.size for v in runs.values())
@@ -91,7 +97,7 @@ def loss_curves(results: Results, key: str) -> tuple[dict[str, np.ndarray], list
 def fig5(results: Results, folder: Path) -> FigureFile:
     title = "Fig. 5: per-position test loss, RoPE theta x50, (a)-(f)"
     n_train = results.settings.train_len
-    panels = {name: loss_curves(results, key) for key, name in FIG5_SERIES.items()}
+    panels = {name: loss_curves(results, csv) for name, csv in FIG5_SERIES.items()}
     panels = {name: p for name, p in panels.items() if p[0]}
     if not panels:
         return FigureFile("fig5", title, missing="no eval_loss results")
@@ -150,10 +156,10 @@ def niah_grids(results: Results) -> dict[str, tuple[list, list, np.ndarray, int]
     """variant -> (context multiples, depths, mean full-accuracy grid over seeds, seeds)."""
     out = {}
     for variant in results.variants("eval_niah"):
-        runs = [o for o in results.get("eval_niah", variant).values() if "accuracy_grid" in o]
+        runs = list(results.get("eval_niah", variant).values())
         if runs:
-            grid = np.mean([np.array(o["accuracy_grid"], dtype=float) for o in runs], axis=0)
-            out[variant] = (runs[0]["context_multiples"], runs[0]["depths"], grid, len(runs))
+            grid = np.mean([np.array(o.accuracy_grid, dtype=float) for o in runs], axis=0)
+            out[variant] = (runs[0].context_multiples, runs[0].depths, grid, len(runs))
     return out
 
 

@@ -1,6 +1,7 @@
 """The files and histories the report's inputs point to (the inputs themselves, by stage,
 variant and seed: verdicts.results.Results): per-position loss, the needle scores, the learning
-curves from MLflow; a missing piece gives None, never an exception.
+curves from MLflow. A file or history that is not there gives None (a figure then says what it
+lacks); the outputs that name them are typed, a field they lack is an error.
 """
 
 from __future__ import annotations
@@ -49,9 +50,11 @@ def metric_history(
     return steps, np.array([by_step[s] for s in steps])
 
 
-def read_needle_map(outputs: dict[str, Any]) -> list[tuple[int, int, float]] | None:
-    """Fig. 7: (layer, head, score) of eval_niah's needle score map."""
-    path = (outputs.get("needle_scores") or {}).get("map_csv")
+def read_needle_map(outputs: Any) -> list[tuple[int, int, float]] | None:
+    """Fig. 7: (layer, head, score) of eval_niah's needle score map (None: scores off)."""
+    if outputs.needle_scores is None:
+        return None
+    path = outputs.needle_scores.map_csv
     try:
         with open(path, newline="") as fh:
             return [
@@ -61,9 +64,12 @@ def read_needle_map(outputs: dict[str, Any]) -> list[tuple[int, int, float]] | N
         return None
 
 
-def read_needle_trials(outputs: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Fig. 8: one dict per trial (top_score, layer, head, score = outcome, ...)."""
-    path = (outputs.get("needle_scores") or {}).get("trials_json")
+def read_needle_trials(outputs: Any) -> list[dict[str, Any]] | None:
+    """Fig. 8: one dict per trial (top_score, layer, head, score = outcome, ...); None: scores
+    off."""
+    if outputs.needle_scores is None:
+        return None
+    path = outputs.needle_scores.trials_json
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError, TypeError):

@@ -22,14 +22,14 @@ class StageContext:
     stage: str
     cfg: DictConfig  # the node's resolved config (its variant, seed and overrides)
     out_dir: Path  # the node's own folder; everything it writes goes here
-    inputs: dict[str, dict[str, Any]]  # upstream node name -> that node's outputs
+    inputs: dict[str, Any]  # upstream node name -> its outputs, its stage's type (SPEC.outputs)
     run_id: str | None = None  # MLflow run for stages that do not train (training makes its own)
     tags: dict[str, str] | None = None  # MLflow tags of the node's run (stage, node, fingerprint)
     fingerprints: dict[str, str] = field(default_factory=dict)  # upstream node -> its fingerprint
     input_dirs: dict[str, Path] = field(default_factory=dict)  # upstream node -> its folder
     input_modules: dict[str, str | None] = field(default_factory=dict)  # node -> its stage module
 
-    def only_input(self) -> dict[str, Any]:
+    def only_input(self) -> Any:
         (outputs,) = self.inputs.values()
         return outputs
 

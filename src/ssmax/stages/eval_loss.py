@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,17 +23,45 @@ from ssmax.evals.per_position_loss import loss_at_multiples, per_position_loss
 from ssmax.host.compiling import compile_enabled
 from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
+from ssmax.stages.outputs import by_multiple, omitted
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking.runs import log_metrics
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+
+@dataclass(frozen=True)
+class Outputs:
+    """The loss at each report multiple ("1", "2", ...: text, as JSON keys are) with theta x50,
+    its per-position CSV, the theta; the loss at 1x with the training theta (None: a record
+    from before 2026-11-23); with planted facts (data.facts), the same on them."""
+
+    loss_at: dict[str, float]
+    csv: str
+    rope_theta: float
+    base_theta_loss_at_1x: float | None = None
+    facts_loss_at: dict[str, float] | None = omitted()
+    facts_csv: str | None = omitted()
+
+
+def columns(out: Outputs) -> dict[str, float | None]:
+    """Its cells of the results table."""
+    return {
+        **{f"loss @{k}x": v for k, v in by_multiple(out.loss_at)},
+        "loss @1x training theta": out.base_theta_loss_at_1x,
+        **{f"facts loss @{k}x": v for k, v in by_multiple(out.facts_loss_at or {})},
+    }
+
+
 SPEC = StageSpec(
     reads=("seed", "data:lm", "eval.loss"),
     # the model: the input's fingerprint; compile and batching change no number beyond rounding
     uses=("model", "variant", "data", "trainer.accelerator", "trainer.compile", "eval.sdpa_first"),
     reported_as="eval_loss",
+    outputs=Outputs,
+    columns=columns,
+    figures=("figures_runs.fig5",),
     bundle="evals",
 )
 
@@ -58,11 +87,11 @@ def write_csv(path: Path, losses: torch.Tensor) -> str:
     return str(path)
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> Outputs:
     cfg, spec = ctx.cfg, ctx.only_input()
     settings, train_len = cfg.eval.loss, cfg.data.seq_len
     multiples = list(settings.report_multiples)
-    model = load_model(cfg, spec["weights"])
+    model = load_model(cfg, spec.weights)
     tokenizer = load_tokenizer(cfg.data)
     length = longest(cfg)
     count = int(settings.sequences)
@@ -81,24 +110,22 @@ def run(ctx: StageContext) -> dict[str, Any]:
     planted = None
     if spec_from_cfg(cfg.data.facts).fraction > 0:
         planted = test_fact_sequences(cfg.data, tokenizer, length, count, seed=cfg.seed)
-    with scaled_rope_theta(model, spec["rope_factor"]):
+    with scaled_rope_theta(model, spec.rope_factor):
         losses = loss(sequences())
         fact_losses = loss(planted) if planted is not None else None
     at = loss_at_multiples(losses, train_len, multiples)
-    out: dict[str, Any] = {
-        "loss_at": {str(k): v for k, v in at.items()},
-        "csv": write_csv(ctx.out_dir / "per_position_loss.csv", losses),
-        "rope_theta": spec["rope_theta"],
-    }
+    csv = write_csv(ctx.out_dir / "per_position_loss.csv", losses)
     metrics = {f"eval/loss_at_{k}x": v for k, v in at.items()}
     # The same first N positions with the training theta: what theta x50 alone costs at 1x.
-    base = loss(sequences(train_len + 1)).mean().item()
-    out["base_theta_loss_at_1x"] = metrics["eval/base_theta_loss_at_1x"] = base
+    base = metrics["eval/base_theta_loss_at_1x"] = loss(sequences(train_len + 1)).mean().item()
+    facts_at, facts_csv = None, None
     if fact_losses is not None:
         fact_at = loss_at_multiples(fact_losses, train_len, multiples)
-        out["facts_loss_at"] = {str(k): v for k, v in fact_at.items()}
-        out["facts_csv"] = write_csv(ctx.out_dir / "per_position_loss_facts.csv", fact_losses)
+        facts_at = {str(k): v for k, v in fact_at.items()}
+        facts_csv = write_csv(ctx.out_dir / "per_position_loss_facts.csv", fact_losses)
         metrics |= {f"eval/facts_loss_at_{k}x": v for k, v in fact_at.items()}
     if ctx.run_id:
         log_metrics(cfg, ctx.run_id, metrics)
-    return out
+    return Outputs(loss_at={str(k): v for k, v in at.items()}, csv=csv,
+                   rope_theta=spec.rope_theta, base_theta_loss_at_1x=base,
+                   facts_loss_at=facts_at, facts_csv=facts_csv)  # fmt: skip

@@ -10,8 +10,10 @@ import dataclasses
 import json
 import statistics
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from omegaconf import DictConfig
 
 from ssmax.data.tokenizer import Tokenizer, load_tokenizer
@@ -22,8 +24,78 @@ from ssmax.evals.niah import NeedleRecord, accuracy_grid, model_builders, run_ni
 from ssmax.model import Transformer
 from ssmax.stages.context import StageContext, load_model
 from ssmax.stages.costing import StageCost, forward
+from ssmax.stages.outputs import by_multiple, omitted
 from ssmax.stages.spec import StageSpec
 from ssmax.tracking.runs import log_metrics
+
+
+@dataclass(frozen=True)
+class NeedleScores:
+    """Figs. 7 and 8 (Sec. 3.4): where their files are, Fig. 7's one needle, summary numbers."""
+
+    context: int
+    depth: float
+    city: str
+    number: str
+    map_csv: str
+    trials_json: str
+    map_max: float
+    trials: int
+    top_mean: float
+    top_median: float
+    full: float  # share of the trials answered with the full number
+    first_digit: float
+
+
+@dataclass(frozen=True)
+class CopyProbe:
+    """The copy probe's mean next-token loss (nats) in a span's first copy and its repeat."""
+
+    first: float
+    repeat: float
+    gain: float
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """NIAH with theta x50: accuracy per context multiple (mean over depths; keys as text) and
+    the (multiple x depth) grids, full number and first digit; every answer in `records`. The
+    needle scores and the copy probe when on; the accuracy with the training theta at
+    eval.niah.base_theta_multiples when set."""
+
+    records: str
+    accuracy: dict[str, float]
+    accuracy_grid: list[list[float]]
+    first_digit_accuracy: dict[str, float]
+    first_digit_accuracy_grid: list[list[float]]
+    context_multiples: list[float]
+    depths: list[float]
+    needle_scores: NeedleScores | None = omitted()
+    copy: CopyProbe | None = omitted()
+    base_theta_accuracy: dict[str, float] | None = omitted()
+
+    def mean_accuracy(self, beyond: float | None) -> float | None:
+        """Mean full-number accuracy over the grid's rows at multiples > beyond (None: all):
+        the retrieval claims' metric past the training length (verdicts.metrics)."""
+        grid, multiples = self.accuracy_grid, self.context_multiples
+        if not grid or not multiples:
+            return None
+        rows = [r for m, r in zip(multiples, grid, strict=True) if beyond is None or m > beyond]
+        return float(np.mean(rows)) if rows else None
+
+
+def columns(out: Outputs) -> dict[str, float | None]:
+    """Its cells of the results table."""
+    needle, copy = out.needle_scores, out.copy
+    return {
+        **{f"niah @{k}x": v for k, v in by_multiple(out.accuracy)},
+        **{f"niah @{k}x training theta": v for k, v in by_multiple(out.base_theta_accuracy or {})},
+        "niah mean": float(np.mean(out.accuracy_grid)) if out.accuracy_grid else None,
+        "niah past 1x": out.mean_accuracy(beyond=1),  # the retrieval claims' metric
+        "needle top mean": needle.top_mean if needle else None,
+        "copy gain": copy.gain if copy else None,
+    }
+
 
 SPEC = StageSpec(
     # eval.sdpa_first: attention differs by rounding, which can flip a greedy answer's tie
@@ -37,6 +109,10 @@ SPEC = StageSpec(
     ),  # fmt: skip
     uses=("model", "variant", "trainer.accelerator"),  # the model: the input's fingerprint
     reported_as="eval_niah",
+    outputs=Outputs,
+    columns=columns,
+    # the accuracy grids, Fig. 7's map, Fig. 8's trials
+    figures=("figures_runs.fig6", "figures_needle.fig7", "figures_needle.fig8"),
     bundle="evals",
 )
 
@@ -55,26 +131,26 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return forward(cfg, passes, "niah")
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> Outputs:
     cfg, spec = ctx.cfg, ctx.only_input()
-    model = load_model(cfg, spec["weights"])
+    model = load_model(cfg, spec.weights)
     tokenizer = load_tokenizer(cfg.data)
+    accuracy = None
     with sdpa_first(cfg.eval.sdpa_first), model_builders(model) as builders:  # one pool a node
-        with scaled_rope_theta(model, spec["rope_factor"]):
+        with scaled_rope_theta(model, spec.rope_factor):
             out, metrics = scaled_theta_evals(ctx, model, tokenizer, builders)
         base = list(cfg.eval.niah.base_theta_multiples or [])
         if base:  # the same test with the training theta: is the skill there before theta x50?
             accuracy = base_theta_niah(cfg, model, tokenizer, base, builders)
-            out["base_theta_accuracy"] = accuracy
             metrics |= {f"eval/niah_base_theta_at_{k}x": v for k, v in accuracy.items()}
     if ctx.run_id:
         log_metrics(cfg, ctx.run_id, metrics)
-    return out
+    return dataclasses.replace(out, base_theta_accuracy=accuracy)
 
 
 def scaled_theta_evals(
     ctx: StageContext, model: Transformer, tokenizer: Tokenizer, builders: Executor
-) -> tuple[dict[str, Any], dict[str, float]]:
+) -> tuple[Outputs, dict[str, float]]:
     """NIAH, the needle scores and the copy probe, all with the model as it is (theta x50)."""
     cfg = ctx.cfg
     settings, train_len = cfg.eval.niah, cfg.data.seq_len
@@ -87,20 +163,21 @@ def scaled_theta_evals(
     )  # fmt: skip
     path = ctx.out_dir / "records.jsonl"
     path.write_text("".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records))
-    out: dict[str, Any] = {"records": str(path), **niah_summary(records, train_len)}
-    metrics = {f"eval/niah_at_{k}x": v for k, v in out["accuracy"].items()}
+    summary = niah_summary(records, train_len)
+    metrics = {f"eval/niah_at_{k}x": v for k, v in summary["accuracy"].items()}
+    needle, copy = None, None
     if cfg.eval.needle_scores is not None:  # eval.needle_scores=null: off
-        out["needle_scores"] = needle_score_outputs(ctx, model, tokenizer)
-        summary = out["needle_scores"]
-        metrics |= {f"eval/needle_{k}": summary[k] for k in ("map_max", "top_mean", "full")}
+        needle = needle_score_outputs(ctx, model, tokenizer)
+        metrics |= {"eval/needle_map_max": needle.map_max, "eval/needle_top_mean": needle.top_mean,
+                    "eval/needle_full": needle.full}  # fmt: skip
     if cfg.eval.copy_probe is not None:
         probe = cfg.eval.copy_probe
-        out["copy"] = copy_gain(
+        copy = CopyProbe(**copy_gain(
             model, tokenizer.vocab_size, tokenizer.eos_id, int(probe.span), int(probe.count),
             seed=cfg.seed,
-        )  # fmt: skip
-        metrics["eval/copy_gain"] = out["copy"]["gain"]
-    return out, metrics
+        ))  # fmt: skip
+        metrics["eval/copy_gain"] = copy.gain
+    return Outputs(records=str(path), **summary, needle_scores=needle, copy=copy), metrics
 
 
 def base_theta_niah(
@@ -142,7 +219,7 @@ def needle_context(cfg: DictConfig) -> int:
 
 def needle_score_outputs(
     ctx: StageContext, model: Transformer, tokenizer: Tokenizer
-) -> dict[str, Any]:
+) -> NeedleScores:
     """Write Fig. 7's map and Fig. 8's trials in the node folder; return summary numbers."""
     cfg = ctx.cfg
     settings, context = cfg.eval.needle_scores, needle_context(cfg)
@@ -167,17 +244,17 @@ def needle_score_outputs(
     trials_json.write_text(json.dumps([dataclasses.asdict(t) for t in trials], indent=1))
     tops = [t.top_score for t in trials]
     outcomes = [t.score for t in trials]
-    return {
-        "context": context,
-        "depth": float(settings.depth),  # Fig. 7's one needle
-        "city": str(settings.city),
-        "number": str(settings.number),
-        "map_csv": str(map_csv),
-        "trials_json": str(trials_json),
-        "map_max": float(scores.max()),
-        "trials": len(trials),
-        "top_mean": statistics.fmean(tops) if tops else float("nan"),
-        "top_median": statistics.median(tops) if tops else float("nan"),
-        "full": outcomes.count("full") / max(1, len(outcomes)),
-        "first_digit": outcomes.count("first_digit") / max(1, len(outcomes)),
-    }
+    return NeedleScores(
+        context=context,
+        depth=float(settings.depth),  # Fig. 7's one needle
+        city=str(settings.city),
+        number=str(settings.number),
+        map_csv=str(map_csv),
+        trials_json=str(trials_json),
+        map_max=float(scores.max()),
+        trials=len(trials),
+        top_mean=statistics.fmean(tops) if tops else float("nan"),
+        top_median=statistics.median(tops) if tops else float("nan"),
+        full=outcomes.count("full") / max(1, len(outcomes)),
+        first_digit=outcomes.count("first_digit") / max(1, len(outcomes)),
+    )

@@ -7,22 +7,44 @@ Every pretrain node also saves its weights at protocol.switch_fraction of its st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ssmax.lit.plan import Steps, TrainingPlan, data_state_path
 from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
+from ssmax.stages.outputs import Trained, fields_of
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 from ssmax.stages.training import trained
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+
+@dataclass(frozen=True, kw_only=True)
+class Outputs(Trained):
+    """Its weights and losses (Trained), the switch point (its weights, where its data stood:
+    switch(f) starts there) and its steps."""
+
+    switch_point: str
+    switch_data: str | None = None  # absent from records made before 2026-11-23
+    switch_step: int
+    steps: int
+
+
+def columns(out: Trained) -> dict[str, float | None]:
+    """Its cell of the results table (switch's too: a variant's pretraining node is either)."""
+    return {"pretrain val loss": out.val_loss}
+
+
 SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.pretrain", "protocol.pn_fraction"),
     trains=True,
     uses=("trainer", "data"),
     reported_as="pretrain",
+    outputs=Outputs,
+    columns=columns,
+    figures=("figures.fig2", "figures_runs.fig4"),  # the learned p_n, the learning curves
     schedule="pretrain",
     bundle="train",
 )  # fmt: skip
@@ -60,14 +82,15 @@ def train_start(ctx: StageContext) -> TrainingPlan:
     return node_plan(ctx, "pretrain", lm_datamodule, length, save_at=(switch_step,))
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> Outputs:
     return trained(ctx, train_start(ctx), seed_outputs)
 
 
-def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:
-    """Its outputs between its weights and its losses, for its plan (run, and a bundled seed:
-    ssmax.pipeline.bundle_run): the switch point's files and step, the steps."""
+def seed_outputs(plan: TrainingPlan, done: Trained) -> Outputs:
+    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle_run):
+    the training's, the switch point's files and step, the steps."""
     (switch_step,) = plan.save_at
     switch = plan.run_dir / f"model_step{switch_step}.pt"
-    return {"switch_point": str(switch), "switch_data": str(data_state_path(switch)),
-            "switch_step": switch_step, "steps": plan.length.total}  # fmt: skip
+    return Outputs(**fields_of(done), switch_point=str(switch),
+                   switch_data=str(data_state_path(switch)), switch_step=switch_step,
+                   steps=plan.length.total)  # fmt: skip

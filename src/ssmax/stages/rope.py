@@ -4,7 +4,8 @@ ssmax.evals.scaled_rope_theta with this factor (the one mechanism; the theta is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ssmax.evals.inference import scaled_theta
 from ssmax.stages.costing import StageCost
@@ -15,9 +16,20 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
 
     from ssmax.stages.context import StageContext
 
+
+@dataclass(frozen=True)
+class Outputs:
+    """The input's weights, and the factor and theta the evals run them at."""
+
+    weights: str
+    rope_factor: float
+    rope_theta: float
+
+
 SPEC = StageSpec(
     reads=("model.rope_theta", "protocol.rope_factor"),
     inline=True,
+    outputs=Outputs,
 )
 
 
@@ -26,11 +38,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
     return StageCost()  # bookkeeping: its outputs name the input's weights
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
-    upstream = ctx.only_input()
+def run(ctx: StageContext) -> Outputs:
     factor = float(ctx.cfg.protocol.rope_factor)
-    return {
-        "weights": upstream["weights"],
-        "rope_factor": factor,
-        "rope_theta": scaled_theta(ctx.cfg.model.rope_theta, factor),
-    }
+    return Outputs(weights=ctx.only_input().weights, rope_factor=factor,
+                   rope_theta=scaled_theta(ctx.cfg.model.rope_theta, factor))  # fmt: skip

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ssmax.lit.plan import Epochs, TrainingPlan
 from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
+from ssmax.stages.outputs import Trained, fields_of, omitted
 from ssmax.stages.spec import StageSpec
 from ssmax.stages.training import trained
 from ssmax.tracking.runs import child_run
@@ -16,10 +18,20 @@ if TYPE_CHECKING:
 
 SQUAD_FILTERED = 86_820  # Sec. 3.3: SQuAD 2.0 examples with context, question and answer
 
+
+@dataclass(frozen=True, kw_only=True)
+class Outputs(Trained):
+    """Its weights and losses (Trained); inherited: the start variant's SFT model as it is
+    (facts.inherit; no losses of its own)."""
+
+    inherited: bool = omitted(False)
+
+
 SPEC = StageSpec(
     reads=("seed", "model", "variant", "data", "trainer.sft", "trainer.precision"),
     trains=True,
     uses=("trainer",),
+    outputs=Outputs,
     schedule="sft",
     bundle="train",
 )
@@ -53,25 +65,25 @@ def train_start(ctx: StageContext) -> TrainingPlan:
 
     block = ctx.cfg.trainer.sft
     length = Epochs(int(block.epochs), float(block.warmup_epochs))
-    return node_plan(ctx, "sft", sft_datamodule, length, init_from=ctx.only_input()["weights"])
+    return node_plan(ctx, "sft", sft_datamodule, length, init_from=ctx.only_input().weights)
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> Outputs:
     if ctx.stage in ctx.cfg.variant.facts.inherit:
         return inherited(ctx)
-    return trained(ctx, train_start(ctx))
+    return trained(ctx, train_start(ctx), seed_outputs)
 
 
-def inherited(ctx: StageContext) -> dict[str, Any]:
+def inherited(ctx: StageContext) -> Outputs:
     """The start variant's SFT model as it is (facts.inherit), in an MLflow run of this node's
     own: the pipeline's run tree holds every node, and the export registers the model from it."""
     run_id = None
     if ctx.cfg.tracking.enabled:
         run_id = child_run(ctx.cfg, ctx.name, ctx.cfg.tracking.parent_run_id, dict(ctx.tags or {}))
-    return {"weights": ctx.only_input()["weights"], "inherited": True, "run_id": run_id}
+    return Outputs(weights=ctx.only_input().weights, inherited=True, run_id=run_id)
 
 
-def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:
-    """A bundled seed's outputs between its weights and its losses, as run() writes them:
-    none (ssmax.pipeline.bundle_run)."""
-    return {}
+def seed_outputs(plan: TrainingPlan, done: Trained) -> Outputs:
+    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle_run):
+    the training's."""
+    return Outputs(**fields_of(done))

@@ -9,8 +9,11 @@ fingerprint (tests/test_stage_reads.py).
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 # Read by every stage and never part of a result: where files go, MLflow, names.
 COMMON_USES = ("paths", "tracking", "preset", "run_name", "objective", "init_from")
@@ -32,12 +35,19 @@ class StageSpec:
     folder ssmax.pipeline.snapshot copies), hashed by content into the fingerprint: a new
     published file makes the report again.
 
+    outputs: the frozen dataclass its run returns, written into its done record and read back
+    from it (ssmax.stages.outputs: to_record, read_outputs). For a reported stage, what it feeds
+    the report: columns, its cells of the results table for one node's outputs (column name ->
+    value, None: no cell; in the table's order), and figures, the figures drawn from its outputs
+    (functions of ssmax.report, `module.function`, named here, not imported: their code is the
+    report's, not in this stage's fingerprint).
+
     What the engine needs of it (none shapes a result, so none is fingerprinted):
     schedule: a training stage's trainer.<schedule> block (batch size, global batch, steps), the
     one a SLURM profile's devices must divide (ssmax.pipeline.slurm.cluster_profile).
     bundle: how executor.bundle groups its nodes' seeds: "train" (trained as one by
     ssmax.pipeline.bundle_run; the module has train_start(ctx), its node's TrainingPlan, and
-    seed_outputs(plan)),
+    seed_outputs(plan, done), its outputs once trained: done, ssmax.stages.outputs.Trained),
     "evals" (evaluated one after another in one process: ssmax.pipeline.bundle_evals); None:
     each node runs alone. artifacts: folders of its node's folder logged as artifacts of the
     pipeline's MLflow run once it is done or cached. shows: the output the pipeline run prints
@@ -49,6 +59,9 @@ class StageSpec:
     uses: tuple[str, ...] = ()
     inline: bool = False
     reported_as: str | None = None
+    outputs: type[Any] | None = None
+    columns: Callable[[Any], dict[str, float | None]] | None = None
+    figures: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
     schedule: str | None = None
     bundle: str | None = None
@@ -65,3 +78,11 @@ def stage_module(module: str) -> ModuleType:
 def stage_spec(module: str) -> StageSpec:
     """The SPEC a stage module declares (ssmax.stages.<module>)."""
     return stage_module(module).SPEC
+
+
+def stage_modules() -> list[str]:
+    """Every stage module of ssmax.stages (one with a SPEC; found by name, as pipelines name
+    them), sorted: what the report gathers the stages' declarations from."""
+    package = importlib.import_module("ssmax.stages")
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__))
+    return [n for n in names if hasattr(stage_module(n), "SPEC")]

@@ -11,12 +11,15 @@ what (a) would have trained on next (data_step<N>.json beside (a)'s switch-point
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ssmax.config.variants import facts
 from ssmax.lit.plan import Steps, TrainingPlan
+from ssmax.stages import pretrain
 from ssmax.stages.context import StageContext, node_plan
 from ssmax.stages.costing import BYTES_TRAINING, BYTES_WEIGHTS, StageCost, parameters, training
+from ssmax.stages.outputs import Trained, fields_of
 from ssmax.stages.pretrain import schedule
 from ssmax.stages.spec import PRETRAIN_READS, StageSpec
 from ssmax.stages.training import trained
@@ -24,11 +27,23 @@ from ssmax.stages.training import trained
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+
+@dataclass(frozen=True, kw_only=True)
+class Outputs(Trained):
+    """Its weights and losses (Trained; (e)'s: validation only), and the steps it trained."""
+
+    steps: int
+
+
 SPEC = StageSpec(
     reads=(*PRETRAIN_READS, "variant.facts.start", "protocol.switch_warmup_fraction"),
     trains=True,
     uses=("trainer", "data"),
-    reported_as="pretrain",  # a variant's pretraining node is pretrain's or switch's
+    # a variant's pretraining node is pretrain's or switch's: the report reads both as one
+    reported_as="pretrain",
+    outputs=Outputs,
+    columns=pretrain.SPEC.columns,
+    figures=pretrain.SPEC.figures,
     schedule="pretrain",
     bundle="train",
 )  # fmt: skip
@@ -56,23 +71,23 @@ def train_start(ctx: StageContext) -> TrainingPlan:
     # imports every stage module (its SPEC and cost: plan) and stays without it
     from ssmax.data.lm_module import lm_datamodule
 
-    softmax = ctx.only_input()
-    checkpoint = ctx.cfg.variant.facts.start.checkpoint  # an output of the start variant's node
+    softmax: pretrain.Outputs = ctx.only_input()
+    checkpoint = ctx.cfg.variant.facts.start.checkpoint  # weights or switch_point (CHECKPOINTS)
     warmup = int(ctx.cfg.trainer.pretrain.warmup_steps)
     if checkpoint == "weights":  # the final weights: no training, validation loss only
         return node_plan(ctx, "pretrain", lm_datamodule, Steps(0, warmup),
-                         init_from=softmax[checkpoint])  # fmt: skip
-    remaining = softmax["steps"] - softmax["switch_step"]  # the switch point: the steps left
+                         init_from=softmax.weights)  # fmt: skip
+    remaining = softmax.steps - softmax.switch_step  # the switch point: the steps left
     warmup = max(1, round(float(ctx.cfg.protocol.switch_warmup_fraction) * remaining))
     return node_plan(ctx, "pretrain", lm_datamodule, Steps(remaining, warmup),
-                     init_from=softmax[checkpoint], data_start=softmax["switch_data"])  # fmt: skip
+                     init_from=softmax.switch_point, data_start=softmax.switch_data)  # fmt: skip
 
 
-def run(ctx: StageContext) -> dict[str, Any]:
+def run(ctx: StageContext) -> Outputs:
     return trained(ctx, train_start(ctx), seed_outputs)
 
 
-def seed_outputs(plan: TrainingPlan) -> dict[str, Any]:
-    """Its outputs between its weights and its losses, for its plan (run, and a bundled seed:
-    ssmax.pipeline.bundle_run): its steps."""
-    return {"steps": plan.length.total}
+def seed_outputs(plan: TrainingPlan, done: Trained) -> Outputs:
+    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle_run):
+    the training's and its steps."""
+    return Outputs(**fields_of(done), steps=plan.length.total)

@@ -295,7 +295,7 @@ def long_multiples(results: Results) -> list[str]:
         ks = {c[len("loss @") : -1] for c in columns if re.fullmatch(r"loss @[\d.]+x", c)}
     else:
         ks = {k for runs in results.nodes.get("eval_loss", {}).values() for o in runs.values()
-              for k in o.get("loss_at", {})}  # fmt: skip
+              for k in o.loss_at}  # fmt: skip
     return [k for k in sorted(ks, key=float) if float(k) > 1]
 
 

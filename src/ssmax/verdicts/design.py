@@ -93,7 +93,7 @@ def niah_multiples(results: Results, variants: Sequence[str]) -> list[float]:
         names = (m for v in variants for m in results.table.get(v, {}))
         return sorted({float(f[1]) for n in names if (f := re.fullmatch(r"niah @([\d.]+)x", n))})
     return sorted({float(k) for v in variants for o in results.get("eval_niah", v).values()
-                   for k in o.get("accuracy", {})})  # fmt: skip
+                   for k in o.accuracy})  # fmt: skip
 
 
 def _floor(values: dict[int, float], seeds: Sequence[int], floor: float) -> tuple[str, str]:

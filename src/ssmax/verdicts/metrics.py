@@ -1,27 +1,21 @@
 """The claims' metrics, per seed: from the nodes' outputs (a run) or from a table shaped as the
 report's results.json, variant -> metric -> seed -> value (a published file,
 report.published). The two name the same numbers: TABLE_NAMES says which column holds which.
+
+A node's outputs are its stage's declared type (ssmax.stages.outputs: pretrain's Trained
+fields, eval_loss's and eval_niah's Outputs), read by attribute: a field the stage does not
+write is an AttributeError, not a silent None. Typed Any here: the stages sit a floor above.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-
-import numpy as np
+from typing import Any
 
 from ssmax.verdicts.results import Results
 
 PN_R2 = "p_n log fit R²"  # results.json's column of the rationale model's log-law fit
-
-
-def niah_mean(outputs: dict, beyond: float | None) -> float | None:
-    """Mean full-number accuracy over the grid's rows at multiples > beyond (None: all)."""
-    grid, multiples = outputs.get("accuracy_grid"), outputs.get("context_multiples")
-    if not grid or not multiples:
-        return None
-    rows = [r for m, r in zip(multiples, grid, strict=True) if beyond is None or m > beyond]
-    return float(np.mean(rows)) if rows else None
 
 
 def table_names(metric: str) -> tuple[str, ...]:
@@ -44,30 +38,30 @@ def values_of(results: Results, metric: str, variant: str) -> dict[int, float]:
     if results.table is not None:
         return _from_table(results.table.get(variant, {}), table_names(metric))
     if metric == "pretrain_loss":
-        runs, get = results.get("pretrain", variant), lambda o: o.get("val_loss")
+        runs, get = results.get("pretrain", variant), lambda o: o.val_loss
     elif metric.startswith("loss@"):
-        k = metric.removeprefix("loss@")
-        runs, get = results.get("eval_loss", variant), lambda o: o.get("loss_at", {}).get(k)
+        k = metric.removeprefix("loss@")  # a multiple the eval may not have run at: None
+        runs, get = results.get("eval_loss", variant), lambda o: o.loss_at.get(k)
     elif metric == "theta_penalty":
         runs = results.get("eval_loss", variant)
 
-        def get(o: dict) -> float | None:
-            base, at = o.get("base_theta_loss_at_1x"), o.get("loss_at", {}).get("1")
+        def get(o: Any) -> float | None:
+            base, at = o.base_theta_loss_at_1x, o.loss_at.get("1")
             return None if base is None or at is None else at - base
     elif metric == "niah":
-        runs, get = results.get("eval_niah", variant), lambda o: niah_mean(o, beyond=1)
+        runs, get = results.get("eval_niah", variant), lambda o: o.mean_accuracy(beyond=1)
     elif metric.startswith("niah@"):
         k = metric.removeprefix("niah@")
-        runs, get = results.get("eval_niah", variant), lambda o: o.get("accuracy", {}).get(k)
+        runs, get = results.get("eval_niah", variant), lambda o: o.accuracy.get(k)
     elif metric == "needle_top":
         runs = results.get("eval_niah", variant)
-        get = lambda o: (o.get("needle_scores") or {}).get("top_mean")  # noqa: E731
+        get = lambda o: o.needle_scores.top_mean if o.needle_scores else None  # noqa: E731
     else:
         raise ValueError(f"unknown claim metric {metric!r}")
     return _kept(runs, get)
 
 
-def _kept(runs: dict[int, dict], get: Callable[[dict], float | None]) -> dict[int, float]:
+def _kept(runs: dict[int, Any], get: Callable[[Any], float | None]) -> dict[int, float]:
     out = {}
     for seed, outputs in runs.items():
         v = get(outputs)

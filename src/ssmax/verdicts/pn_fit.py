@@ -62,7 +62,7 @@ def pn_fits(results: Results) -> dict[int, tuple[np.ndarray, LogFit]]:
     rationale = [v for v in results.variants("pretrain") if learns_p_n(v)]
     for variant in rationale[:1]:
         for seed, outputs in results.get("pretrain", variant).items():
-            p = learned_p_n(outputs.get("weights"))
+            p = learned_p_n(outputs.weights)
             if p is not None and p.size >= 3:
                 out[seed] = (p, fit_log(p))
     return out

@@ -1,7 +1,8 @@
 """What a verdict is decided on: a run's results, by stage, variant and seed (the report
-node's inputs, each node's outputs from its done record) or as a table shaped as the report's
-results.json (a published file, verdicts.published_file), with the run's settings and its
-preset's design criteria (report.gather reads the files and histories the outputs point to).
+node's inputs, each node's outputs as its stage's declared type, ssmax.stages.outputs) or as a
+table shaped as the report's results.json (a published file, verdicts.published_file), with the
+run's settings and its preset's design criteria (report.gather reads the files and histories
+the outputs point to).
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ Table = dict[str, dict[str, dict[int, float]]]  # variant -> metric -> seed -> v
 @dataclass
 class Results:
     settings: Settings
-    # stage -> variant -> seed -> that node's outputs
-    nodes: dict[str, dict[str, dict[int, dict[str, Any]]]]
+    # stage (as reported) -> variant -> seed -> that node's outputs (its stage's Outputs)
+    nodes: dict[str, dict[str, dict[int, Any]]]
     # instead of nodes: values as results.json holds them (verdicts.metrics reads either), and
     # the metrics it lacks -> why (a published file: report.published)
     table: Table | None = None
     absent: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_inputs(cls, inputs: dict[str, dict[str, Any]], settings: Settings) -> Results:
-        nodes: dict[str, dict[str, dict[int, dict[str, Any]]]] = defaultdict(dict)
+    def from_inputs(cls, inputs: dict[str, Any], settings: Settings) -> Results:
+        nodes: dict[str, dict[str, dict[int, Any]]] = defaultdict(dict)
         for name, outputs in inputs.items():
             stage, variant, seed = name.split("/")  # stage: as the stage reports it (SPEC)
             nodes[stage].setdefault(variant, {})[int(seed.removeprefix("seed"))] = outputs
@@ -72,14 +73,14 @@ class Results:
         kept = [s for s in self.settings.seeds if s not in drop]
         return Results(replace(self.settings, seeds=kept), nodes, table, self.absent)
 
-    def get(self, stage: str, variant: str) -> dict[int, dict[str, Any]]:
+    def get(self, stage: str, variant: str) -> dict[int, Any]:
         """seed -> outputs of that stage's node for the variant ({} if none)."""
         return dict(sorted(self.nodes.get(stage, {}).get(variant, {}).items()))
 
     def variants(self, stage: str) -> list[str]:
         return ordered([v for v, runs in self.nodes.get(stage, {}).items() if runs])
 
-    def first(self, stage: str, variant: str) -> tuple[int, dict[str, Any]] | None:
+    def first(self, stage: str, variant: str) -> tuple[int, Any] | None:
         """The lowest seed's outputs, for the figures that show one seed."""
         runs = self.get(stage, variant)
         return next(iter(runs.items()), None)
