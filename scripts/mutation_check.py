@@ -289,7 +289,8 @@ NIAH = (
     Bug("niah-mean-of-no-rows-is-nan", "stages/eval_niah.py",
         "return float(np.mean(rows)) if rows else None", "return float(np.mean(rows))"),
     Bug("niah-mean-truncates-a-short-grid", "stages/eval_niah.py",
-        "zip(multiples, grid, strict=True)", "zip(multiples, grid, strict=False)"),
+        "for m, r in zip(multiples, grid, strict=True)",
+        "for m, r in zip(multiples, grid, strict=False)"),
     Bug("niah-mean-without-a-grid", "stages/eval_niah.py",
         "if not grid or not multiples:", "if not grid and not multiples:"),
 )  # fmt: skip
