@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from ssmax.config.compose import compose
 from ssmax.data.lm_module import LMDataModule
@@ -62,6 +63,22 @@ def test_two_ranks_split_the_one_process_batches(
         run(train_command(two, shared_cache, 2, 2, *data, *stop))
     run(train_command(two, shared_cache, 2, 2, *data, "trainer.checkpoint_every_n_steps=2"))
     check_ranks_partition(tmp_path / "one", two)
+
+
+def test_a_training_leaves_no_process_group_behind(tmp_path: Path, shared_cache: Path) -> None:
+    """A rank whose gloo group outlives the interpreter aborts at exit now and then ("terminate
+    called without an active exception": test_ddp_data's two-rank run, once in ~10 suites;
+    pytorch#190489), and Lightning destroys NCCL's group only: training destroys the group it
+    trained in (here one of one process, made before the run as torchrun's ranks make theirs)."""
+    store = f"file://{tmp_path / 'store'}"
+    torch.distributed.init_process_group("gloo", init_method=store, rank=0, world_size=1)
+    try:
+        train_here(tmp_path / "one", shared_cache, 4, "trainer.pretrain.max_steps=2")
+    finally:
+        left = torch.distributed.is_initialized()
+        if left:
+            torch.distributed.destroy_process_group()
+    assert not left
 
 
 def test_stream_workers_read_each_document_once(

@@ -132,6 +132,10 @@ def train(cfg: DictConfig, plan: TrainingPlan) -> TrainResult:
     weights = plan.run_dir / WEIGHTS_FILE
     if rank0:
         atomic_torch_save(lit.model.state_dict(), weights)
+    if torch.distributed.is_initialized():  # no collective follows; Lightning destroys NCCL's
+        # group at exit but not gloo's, whose threads outliving the interpreter now and then
+        # abort a rank ("terminate called without an active exception", pytorch#190489)
+        torch.distributed.destroy_process_group()
     return TrainResult(weights, logger.run_id if logger else None, metrics, save_at)
 
 
