@@ -95,3 +95,9 @@ def test_the_check_finds_a_changed_rate_and_equal_folders_equal(
     node.rename(node.with_name("0" * 16))
     same = compare(old, twin)
     assert same["equal"] and same["compared"] >= 3, same  # weights, a save point, data position
+    for folder, value in ((old, 1.5), (twin, 1.5000001)):  # a report's results, value for value
+        results = folder / "pipeline" / "nodes" / "report" / ("f" * 16) / "report" / "results.json"
+        results.parent.mkdir(parents=True)
+        results.write_text(json.dumps({"a_softmax": {"niah": {"0": value}}}))
+    apart = compare(old, twin)
+    assert not apart["equal"] and not apart["results_equal"], apart
