@@ -40,7 +40,7 @@ NODE ?= sft/b_ssmax/seed0
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup reproduce-all plan status report results-page confirm confirm-page sync export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \
+.PHONY: help setup reproduce-all plan status report results-page confirm confirm-page equivalence sync export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm
 
 help: ## Show this help
@@ -72,6 +72,9 @@ confirm: setup ## The registered confirmatory run (docs/registration/): its seed
 
 confirm-page: setup ## docs/confirmatory.md from the registered run's seed records, and its README lines (verdicts only once every seed is in); REGISTRATION=...arms-2026-11-29.json: docs/arms.md
 	$(PY) -m ssmax.registration.judge $(if $(REGISTRATION),--registration $(REGISTRATION))
+
+equivalence: setup ## Whether HEAD computes what the registration's commit computes (the smoke pipeline from copies of both, numbers byte for byte; ~5 min), recorded for the judge: run before a GPU loan runs a registration's gpu seeds (REGISTRATION=...)
+	$(PY) -m ssmax.registration.equivalence $(if $(REGISTRATION),--registration $(REGISTRATION))
 
 results-page: setup ## docs/results.md's leaderboard (and docs/figures/leaderboard_niah.png), per-seed and verdict tables and the README's, from docs/results/*.json
 	$(PY) -m ssmax.report.published
