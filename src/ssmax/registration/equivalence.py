@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from ssmax.files.atomic import atomic_write_json
-from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
+from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load, shown
 from ssmax.tracking.manifest import cpu_model
 
 NUMBERS = ("*.pt", "*.csv", "*.jsonl", "*.safetensors", "needle_trials.json", "data_step*.json")
@@ -159,11 +159,10 @@ def code_rule(reg: Registration, given: str = "") -> str:
             f"{len(entries)} checked, the latest {e['commit'][:7]} ({e['date']}, "
             f"{e['cpu']}): {'equal' if e['equal'] else 'NOT equal'}, {e['compared']} files"
         )
-    shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
     return (f"Its code: {reg.code_commit[:7]}'s, or a commit whose src/, conf/ and pipelines/ "
             "are those of one shown to compute what it does on the CPU (`python -m "
             f"ssmax.registration.equivalence{given}`: the smoke pipeline's weights, evals and "
-            f"exports byte for byte, its results value for value; {shown}): {found}. Each "
+            f"exports byte for byte, its results value for value; {shown(path)}): {found}. Each "
             "seed's record names its commit; the judge holds it to this.")  # fmt: skip
 
 

@@ -37,7 +37,7 @@ from ssmax.files.atomic import atomic_write_text
 from ssmax.registration import families
 from ssmax.registration.equivalence import accepted, code_rule
 from ssmax.registration.run import planned
-from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
+from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load, shown
 from ssmax.verdicts.claims import Claim
 from ssmax.verdicts.published_file import counts, letter
 from ssmax.verdicts.results import Results, Settings, Table
@@ -98,6 +98,8 @@ def first_committed(path: Path) -> str | None:
 def conformity(run: Run) -> list[str]:
     """What differs between the run and its registration (empty: it matches)."""
     reg, out = run.reg, []
+    ran = {str(rec.get("commit")) for rec in run.records.values()} if run.name != "cpu" else set()
+    meets = {commit: accepted(reg, commit) for commit in ran}  # git per commit, not per seed
     if set(run.records) != set(run.planned):
         extra, missing = set(run.records) - set(run.planned), set(run.planned) - set(run.records)
         out += [f"seeds not registered: {sorted(extra)}"] if extra else []
@@ -110,7 +112,7 @@ def conformity(run: Run) -> list[str]:
         commits = {n["git_commit"] for n in rec["nodes"].values()}
         if run.name == "cpu" and commits != {reg.code_commit}:
             out.append(f"seed {seed}: nodes ran {sorted(commits)}, not {reg.code_commit[:7]}")
-        elif run.name != "cpu" and not accepted(reg, str(rec.get("commit"))):
+        elif run.name != "cpu" and not meets[str(rec.get("commit"))]:
             out.append(f"seed {seed}: ran {str(rec.get('commit'))[:7]}, whose code is neither "
                        f"{reg.code_commit[:7]}'s nor shown to compute what it does "
                        "(python -m ssmax.registration.equivalence)")  # fmt: skip
@@ -250,15 +252,9 @@ def design_section(reg: Registration) -> list[str]:
             *md_table(["variant", "metric", *seeds], seed_rows(run))]  # fmt: skip
 
 
-def _shown(path: Path) -> str:
-    """The path from the repository's root, however it was given (the page says the same)."""
-    full = path.resolve()
-    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
-
-
 def given(reg: Registration, how: str = " --registration ") -> str:
     """How a command names the registration: nothing for the default one."""
-    return "" if reg.path.resolve() == REGISTRATION.resolve() else f"{how}{_shown(reg.path)}"
+    return "" if reg.path.resolve() == REGISTRATION.resolve() else f"{how}{shown(reg.path)}"
 
 
 def page(reg: Registration) -> str:
@@ -327,9 +323,9 @@ def readme_lines(reg: Registration) -> str:
     out = []
     if reg.design_seeds:
         design = gather(reg, DESIGN)
-        shown = _shown(reg.page)
+        page = shown(reg.page)
         out.append(f"- Design seeds: {len(design.records)} of {len(design.planned)} recorded "
-                   f"(they run first and decide nothing; {shown} shows them).")  # fmt: skip
+                   f"(they run first and decide nothing; {page} shows them).")  # fmt: skip
     for name in reg.runs:
         run = gather(reg, name)
         done = sorted(run.records)
@@ -379,14 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = [p for p, text in pages.items() if not p.is_file() or p.read_text() != text]
         for p in stale:
-            print(f"{_shown(p)} is stale: run python -m ssmax.registration.judge{given(reg)}")
+            print(f"{shown(p)} is stale: run python -m ssmax.registration.judge{given(reg)}")
         if not stale:
-            print(f"{_shown(reg.page)} and its lines in the README are up to date")
+            print(f"{shown(reg.page)} and its lines in the README are up to date")
         return 1 if stale else 0
     for p, text in pages.items():
         if not p.is_file() or p.read_text() != text:
             atomic_write_text(p, text)
-            print(f"wrote {_shown(p)}")
+            print(f"wrote {shown(p)}")
     return 0
 
 

@@ -15,6 +15,12 @@ DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # a registration's name ends in its 
 DESIGN = "design"  # the records of the design seeds: docs/results/<name>/design/, not a run
 
 
+def shown(path: Path) -> str:
+    """The path from the repository's root, however it was given (the pages say the same)."""
+    full = Path(path).resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(path)
+
+
 @dataclass(frozen=True)
 class Registration:
     name: str  # the file's stem; its seed records lie in docs/results/<name>/<run>/
