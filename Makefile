@@ -13,13 +13,17 @@ SEEDS ?=
 PIPELINE ?= paper
 # tiny: nodes side by side in subprocesses, one torch thread each (measured faster; docs/pipeline.md)
 EXECUTOR ?= $(if $(filter tiny,$(PRESET)),local,inprocess)
+# OUTPUT_DIR and TRACKING_URI reach every target that writes or reads a run's folder, so that
+# `make reproduce-all OUTPUT_DIR=X` and `make report OUTPUT_DIR=X` name the same one
+RUN_ARGS = paths.output_dir=$(OUTPUT_DIR) $(if $(TRACKING_URI),tracking.tracking_uri=$(TRACKING_URI))
 PIPELINE_ARGS = preset=$(PRESET) pipeline.file=$(PIPELINE) $(if $(SEEDS),"pipeline.seeds=[$(SEEDS)]") \
-	executor=$(EXECUTOR) $(ARGS)
+	executor=$(EXECUTOR) $(RUN_ARGS) $(ARGS)
 ARGS ?=
 PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
+# the pipeline's folder (paths.output_dir): cache, nodes, MLflow store, report
 OUTPUT_DIR ?= outputs
 PORT ?= 5000
 # make mlflow-server: its folder (sqlite store, artifacts, log, users), the address it listens on
@@ -33,7 +37,8 @@ ARTIFACTS_DESTINATION ?=
 # make confirm / confirm-page: the registration to run or judge (default: the confirmatory one),
 # e.g. REGISTRATION=docs/registration/arms-2026-11-29.json (its page: docs/arms.md)
 REGISTRATION ?=
-# make report: the server a pipeline tracked on (its tracking.tracking_uri), if not the sqlite
+# a tracking server (tracking.tracking_uri) for reproduce-all/train, the one make report reads
+# from, the one make sync copies to; unset: OUTPUT_DIR's sqlite store
 TRACKING_URI ?=
 # make export: the pipeline node whose weights go to a transformers folder (OUT: where)
 NODE ?= sft/b_ssmax/seed0
@@ -94,13 +99,13 @@ mlflow-server: setup ## A tracking server for clusters with logins: HOST=0.0.0.0
 		$(if $(ARTIFACTS_DESTINATION),--artifacts-destination '$(ARTIFACTS_DESTINATION)')
 
 train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
-	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(ARGS)
+	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(RUN_ARGS) $(ARGS)
 
 # The declaration's variants pretrained from scratch with evals ((a)-(d) for the paper)
 SCRATCH = $(shell $(PY) -m ssmax.pipeline.declaration $(PIPELINE) --from-scratch)
 
 train-all: setup ## Hydra multirun: pretrain the pipeline's from-scratch variants one after another
-	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) $(ARGS)
+	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) $(RUN_ARGS) $(ARGS)
 
 test: setup ## Run the test suite (what CI runs) in TEST_WORKERS=2 pytest-xdist workers (0: one process)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
@@ -142,7 +147,7 @@ cluster-status: ## Daemons, scontrol ping, sinfo, jobs of the local cluster
 
 train-all-slurm: setup ## Hydra multirun of those variants as SLURM jobs (PROFILE=local; SLURM_CONF set)
 	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) \
-		hydra/launcher=ssmax_slurm +executor/slurm/profile=$(PROFILE) $(ARGS)
+		hydra/launcher=ssmax_slurm +executor/slurm/profile=$(PROFILE) $(RUN_ARGS) $(ARGS)
 
 test-slurm: setup ## Only the tests against a real local SLURM cluster
 	$(PY) -m pytest -q -m slurm $(PYTEST_ARGS)

@@ -1,0 +1,50 @@
+"""The Makefile's folder settings: OUTPUT_DIR (and TRACKING_URI) reach every target that writes
+or reads a run's folder, so that `make reproduce-all OUTPUT_DIR=X` then `make report
+OUTPUT_DIR=X` name one folder (reproduce-all ignored both until 2026-11-29: the run went to
+outputs/, the report looked in X)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = f"VENV={Path(sys.prefix)}"  # this suite's environment: setup made it already
+WRITERS = ("reproduce-all", "plan", "status", "export", "train", "train-all", "train-all-slurm")
+READERS = ("report", "mlflow-ui", "sync")
+
+
+def made(target: str, *settings: str) -> list[str]:
+    """The command `make TARGET` runs last (its recipe's own line, after setup's), as argv."""
+    dry = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), target, VENV, *settings],
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    return shlex.split(dry.strip().replace("\\\n", " ").splitlines()[-1])
+
+
+@pytest.mark.parametrize("target", WRITERS + READERS)
+def test_output_dir_reaches_every_target_of_a_run_folder(target: str, tmp_path: Path) -> None:
+    argv = made(target, f"OUTPUT_DIR={tmp_path}", "TRACKING_URI=http://127.0.0.1:5999")
+    if target in WRITERS:
+        assert f"paths.output_dir={tmp_path}" in argv, argv
+        assert "tracking.tracking_uri=http://127.0.0.1:5999" in argv, argv
+    else:
+        assert argv[argv.index("--output-dir") + 1] == str(tmp_path), argv
+
+
+def test_args_still_override_the_folder(tmp_path: Path) -> None:
+    """ARGS come last: Hydra takes the last value of a key."""
+    argv = made("reproduce-all", f"ARGS=paths.output_dir={tmp_path}")
+    assert argv.index(f"paths.output_dir={tmp_path}") > argv.index("paths.output_dir=outputs")
+
+
+def test_the_plan_of_another_folder_lies_in_it(tmp_path: Path) -> None:
+    """Run for real: the nodes `make plan OUTPUT_DIR=X` lists are folders under X."""
+    argv = made("plan", "PRESET=smoke", f"OUTPUT_DIR={tmp_path}")
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    dirs = [line.split()[-1] for line in out.stdout.splitlines() if line.startswith("to-run")]
+    assert dirs and all(d.startswith(str(tmp_path)) for d in dirs), out.stdout[-2000:]
