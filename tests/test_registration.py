@@ -61,6 +61,20 @@ def test_a_bad_registration_is_one_line(tmp_path: Path) -> None:
         load(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("entry", ["run", "judge", "equivalence", "power"])
+def test_every_registration_command_says_a_bad_file_in_one_line(entry: str) -> None:
+    """`make confirm REGISTRATION=nope.json` and the others: 'error: ...' naming the
+    registrations there are, status 2 (was: no prefix, status 1)."""
+    argv = {"run": ["cpu", "--registration", "nope.json"], "power": ["nope.json"]}.get(
+        entry, ["--registration", "nope.json"])  # fmt: skip
+    said = subprocess.run([sys.executable, "-m", f"ssmax.registration.{entry}", *argv],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert said.returncode == 2, said.stderr
+    assert said.stderr.startswith("error: no registration at nope.json; registered: ")
+    assert "docs/registration/confirmatory-2026-11-29.json" in said.stderr
+    assert said.stderr.count("\n") == 1, said.stderr
+
+
 def smoke_registration(tmp_path: Path, **changes: object) -> Path:
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=True,
                           capture_output=True, text=True).stdout.strip()  # fmt: skip

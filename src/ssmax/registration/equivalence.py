@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from ssmax.files.atomic import atomic_write_json
-from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load, shown
+from ssmax.registration.spec import REGISTRATION, ROOT, Registration, cli, load, shown
 from ssmax.tracking.manifest import cpu_model
 
 NUMBERS = ("*.pt", "*.csv", "*.jsonl", "*.safetensors", "needle_trials.json", "data_step*.json")
@@ -194,4 +194,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

@@ -37,7 +37,7 @@ from ssmax.files.atomic import atomic_write_text
 from ssmax.registration import families
 from ssmax.registration.equivalence import accepted, code_rule
 from ssmax.registration.run import planned
-from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load, shown
+from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, cli, load, shown
 from ssmax.verdicts.claims import Claim
 from ssmax.verdicts.published_file import counts, letter
 from ssmax.verdicts.results import Results, Settings, Table
@@ -387,4 +387,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

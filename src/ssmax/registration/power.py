@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ssmax.config.variants import by_letter
-from ssmax.registration.spec import ROOT, Registration, load
+from ssmax.registration.spec import ROOT, Registration, cli, load
 from ssmax.verdicts.claims import Ordering
 from ssmax.verdicts.metrics import table_names
 from ssmax.verdicts.replicate import as_table
@@ -86,4 +86,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(cli(main))

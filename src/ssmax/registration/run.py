@@ -40,7 +40,7 @@ from ssmax.registration.records import (
     report_over,
     to_run,
 )
-from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, load
+from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, cli, load
 from ssmax.verdicts.published_file import run_file
 
 WORKDIR = Path.home() / "ssmax-confirm"  # outside the checkout: a new work tree keeps it
@@ -186,4 +186,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(main))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +69,8 @@ def load(path: Path = REGISTRATION) -> Registration:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise SystemExit(f"no registration at {path}") from None
+        known = ", ".join(shown(p) for p in sorted(REGISTRATION.parent.glob("*.json")))
+        raise SystemExit(f"no registration at {path}; registered: {known}") from None
     except json.JSONDecodeError as e:
         raise SystemExit(f"{path} is not JSON ({e.msg}, line {e.lineno})") from None
     try:
@@ -82,3 +85,16 @@ def load(path: Path = REGISTRATION) -> Registration:
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"{path} is not a registration: {type(e).__name__} {e}") from None
+
+
+def cli(main: Callable[[list[str] | None], int]) -> int:
+    """A registration command's entry: a refusal (a SystemExit with a message, raised anywhere
+    below main) as one line `error: <message>` on stderr and exit status 2, as the project's
+    other entries say a bad input; argparse's own exits pass through."""
+    try:
+        return main(None)
+    except SystemExit as refusal:
+        if refusal.code is None or isinstance(refusal.code, int):
+            raise
+        print(f"error: {refusal.code}", file=sys.stderr)
+        return 2
