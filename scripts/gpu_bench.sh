@@ -47,8 +47,19 @@
 # of 12 laws, once its design seeds are recorded).
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
+# BUDGET_S (default 570: a device call's 600 s less a margin): the whole script's seconds, the
+# install included; the parts with a time limit (bundle, confirm, replicate, seeds, rivals)
+# take at most what is left of it, less what they keep for copying their results to OUT, so
+# that one call returns its results rather than being killed before it packs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+START=$(date +%s)
+BUDGET_S=${BUDGET_S:-570}
+left() {  # left KEEP OWN: OWN seconds, or what is left of BUDGET_S less KEEP if fewer (>= 1)
+  local rest=$(( START + BUDGET_S - $(date +%s) - $1 ))
+  (( rest < 1 )) && rest=1
+  (( rest < $2 )) && echo "$rest" || echo "$2"
+}
 PARTS=$(echo "${@:-niah evals}")
 for one in $PARTS; do
   case $one in niah|evals|step|sysmetrics|seeds|bits|replicate|rivals|bundle|confirm) ;; *) echo "gpu_bench.sh: unknown part '$one' (allowed: niah, evals, step, sysmetrics, seeds, bits, replicate, rivals, bundle, confirm)" >&2; exit 2 ;; esac
@@ -71,28 +82,32 @@ for one in $PARTS; do
   case $one in
     niah) python3 bench/bench_niah.py --ways "${NIAH_WAYS:-eager:torch,compiled:torch,compiled:cudnn}" ;;
     bundle)
-      timeout "${BUNDLE_TIMEOUT_S:-240}" python3 bench/bench_bundle.py --device cuda \
+      timeout "$(left 330 "${BUNDLE_TIMEOUT_S:-240}")" python3 bench/bench_bundle.py --device cuda \
         --preset tiny --sizes "${BUNDLE_SIZES:-1,4,16,32}" | tee "$OUT/bundle.txt" || true
-      timeout "${BUNDLE_EVALS_TIMEOUT_S:-300}" python3 bench/bench_bundle_evals.py --device cuda \
+      timeout "$(left 30 "${BUNDLE_EVALS_TIMEOUT_S:-300}")" python3 bench/bench_bundle_evals.py --device cuda \
         --preset tiny --seeds "${BUNDLE_EVAL_SEEDS:-8}" --workers "${BUNDLE_EVAL_WORKERS:-1,4}" \
         --rounds 1 --input-workers 8 ${BUNDLE_EVAL_ARGS:-} | tee "$OUT/bundle_evals.txt" || true ;;
     confirm)
       C=${CONFIRM_DIR:-/tmp/confirm}
       start=$(date +%s)
-      limit=${CONFIRM_TIMEOUT_S:-540}
-      # the driver stops the pipeline at --timeout-s and records what finished; timeout is a
-      # backstop past it
+      limit=$(left 40 "${CONFIRM_TIMEOUT_S:-540}")
+      # the driver stops the pipeline before --timeout-s, records the seeds that finished
+      # (ssmax.registration.gpu) and ends by it; timeout is a backstop past it
       REG=${REGISTRATION:-docs/registration/confirmatory-2026-11-29.json}
-      rc=0; timeout -k 15 $(( limit + 60 )) python3 -m ssmax.registration.run gpu \
+      echo "confirm: $limit s for the run (BUDGET_S=$BUDGET_S, $(( $(date +%s) - START )) s spent)"
+      rc=0; timeout -k 10 $(( limit + 15 )) python3 -m ssmax.registration.run gpu \
         --registration "$REG" --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
         ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} || rc=$?
       echo "confirm: exit $rc after $(( $(date +%s) - start )) s, $(nproc) cores"
       R=$C/outputs-gpu
       mkdir -p "$C/out"
+      # the records first, a file of their own in OUT: what the run is for
+      tar czf "$OUT/records.tgz" -C "docs/results/$(basename "$REG" .json)" gpu 2>/dev/null || true
       cp -r "docs/results/$(basename "$REG" .json)/gpu" "$C/out/records" 2>/dev/null || true
       report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
-      if [ -z "$report" ]; then  # not every node finished: the report of those that did
-        python3 -m ssmax.report --output-dir "$R" --dest "$C/report_partial" || true
+      if [ -z "$report" ] && [ "$(left 0 60)" -ge 45 ]; then  # the report of the nodes that finished
+        timeout "$(left 15 60)" python3 -m ssmax.report --output-dir "$R" \
+          --dest "$C/report_partial" || true
         report=$C/report_partial
       fi
       cp -r "$report" "$C/out/report" 2>/dev/null || true
@@ -110,7 +125,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob('pipeline/nodes/*/**/done.json'))
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
     rivals)
       python3 -m pytest -q -p no:cacheprovider tests/test_flex_cuda.py || true
-      timeout "${RIVALS_TIMEOUT_S:-360}" python3 bench/bench_step.py --preset paper --parts 3 \
+      timeout "$(left 20 "${RIVALS_TIMEOUT_S:-360}")" python3 bench/bench_step.py --preset paper --parts 3 \
         --rounds 4 --steps 10 --warmup 3 --no-record --no-bare --variants a,k,l \
         --batch-size "${RIVALS_BATCH:-16}" || true ;;
     sysmetrics)
@@ -121,7 +136,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob('pipeline/nodes/*/**/done.json'))
 for key, n, top in db.execute(\"select key, count(*), max(value) from metrics where key like 'system/%' group by key order by key\"): print(f'{key}: {n} samples, max {top:g}')" ;;
     seeds)
       start=$(date +%s)
-      timeout "${SEEDS_TIMEOUT_S:-480}" python3 -m ssmax.pipeline run preset=tiny pipeline.file=paper \
+      timeout "$(left 30 "${SEEDS_TIMEOUT_S:-480}")" python3 -m ssmax.pipeline run preset=tiny pipeline.file=paper \
         "pipeline.seeds=[${SEEDS:-3,4,5,6,7,8,9,10}]" "pipeline.variants=[${VARIANTS:-a_softmax,b_ssmax}]" \
         "pipeline.targets=[pretrain]" executor=local "executor.workers=${WORKERS:-$(nproc)}" \
         trainer.accelerator=cpu paths.output_dir=/tmp/seeds || echo "seeds: pipeline exit $?"
@@ -143,7 +158,7 @@ for d in ('torch', 'numpy', 'tokenizers', 'datasets', 'pyarrow', 'lightning', 'h
     replicate)
       R=${REPL_DIR:-/tmp/replicate}
       start=$(date +%s)
-      deadline=$(( start + ${REPL_TIMEOUT_S:-360} ))
+      deadline=$(( start + $(left 40 "${REPL_TIMEOUT_S:-360}") ))
       # CUDA's availability read through NVML: the forkserver that the workers fork from
       # must not initialise CUDA (a forked child could not use it then)
       export PYTORCH_NVML_BASED_CUDA_CHECK=1

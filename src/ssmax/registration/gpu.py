@@ -15,6 +15,12 @@ DIR/outputs-gpu, the cache (a run stopped midway goes on there). Once the report
 those seeds has finished, each seed's record in docs/results/<name>/gpu/seed<N>.json: its
 values, every node's fingerprint, commit, device, wall time and bundle, the device, the commit
 and the command. Seeds already recorded are not run again; nothing here computes a verdict.
+
+A loan ends the machine and its cache with it: with --timeout-s the pipeline is stopped
+REPORT_RESERVE_S before it, and where it had not finished, the seeds whose every node did
+(finished_seeds) get the report over them (the same pipeline over those seeds: every node
+cached but the report) and their records, so that a loan too short for all the seeds keeps
+those it finished and the next one runs the rest.
 """
 
 from __future__ import annotations
@@ -27,12 +33,17 @@ import time
 from pathlib import Path
 
 from ssmax.files.atomic import atomic_write_json
+from ssmax.pipeline import declaration
+from ssmax.pipeline.dag import build_dag, upstream
 from ssmax.registration.records import nodes_of, pipeline_argv, record_path, report_over, to_run
 from ssmax.registration.spec import ROOT, Registration
 from ssmax.verdicts.published_file import run_file
 
 RUN = "gpu"
 GPU_WORKDIR = Path.home() / "ssmax-confirm-gpu"  # its cache; not the cpu run's folder
+# of --timeout-s, kept for the report over the seeds that finished: the pipeline's start and
+# plan over them (~30 s for 48 seeds of the paper pipeline on a Xeon core), the report node
+REPORT_RESERVE_S = 90.0
 
 
 def command(reg: Registration, seeds: list[int], outputs: Path, python: str, workers: int,
@@ -52,16 +63,16 @@ def device_of(nodes: dict[str, dict]) -> str:
 
 
 def record_seeds(reg: Registration, outputs: Path, seeds: list[int], commit: str,
-                 wall_s: float, argv: list[str]) -> list[int]:  # fmt: skip
+                 wall_s: float, argv: list[str], together: int = 0) -> list[int]:  # fmt: skip
     """Each seed's record from the report over `seeds` (none before it finished); the seeds
-    recorded now."""
+    recorded now. together: how many seeds the run trained at once (default: these)."""
     results = report_over(outputs, seeds)
     if results is None:
         return []
     for seed in seeds:
         about = (f"Seed {seed} of the registered run '{RUN}' of {reg.name} (docs/registration/), "
-                 f"one of {len(seeds)} run together on one device, recorded as they finished, "
-                 "before any verdict of the run was computed.")  # fmt: skip
+                 f"one of {together or len(seeds)} run together on one device, recorded as "
+                 "they finished, before any verdict of the run was computed.")  # fmt: skip
         nodes = nodes_of(outputs, seed)
         rec = run_file(results, [seed], about) | {
             "registration": reg.name, "registered_run": RUN, "seed": seed,
@@ -70,6 +81,34 @@ def record_seeds(reg: Registration, outputs: Path, seeds: list[int], commit: str
         }  # fmt: skip
         atomic_write_json(record_path(reg, RUN, seed), rec, indent=1)
     return list(seeds)
+
+
+def finished_seeds(reg: Registration, outputs: Path, seeds: list[int]) -> list[int]:
+    """The seeds whose every node the report reads, and every node those read, has a done
+    record in outputs (the DAG from the declaration alone: nothing is composed)."""
+    dag = build_dag(declaration.load(reg.pipeline), list(reg.variants), seeds)
+    nodes = outputs / "pipeline" / "nodes"
+    done = {str(p.parent.parent.relative_to(nodes)) for p in nodes.glob("*/*/seed*/*/done.json")}
+    report = list(dag.values())[-1]  # the last node reads every seed's leaves
+    return [
+        seed
+        for seed in seeds
+        if upstream(dag, {n for n in report.inputs if n.endswith(f"/seed{seed}")}) <= done
+    ]
+
+
+def _pipeline(argv: list[str], timeout_s: float | None) -> int:
+    """One pipeline invocation, stopped (SIGTERM to its group) after timeout_s."""
+    # the forkserver the workers fork from must not initialise CUDA: NVML answers instead
+    env = os.environ | {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    with subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True) as proc:
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)  # the runner ends its workers on its way out
+            proc.wait()
+            print(f"stopped after {timeout_s:.0f} s", flush=True)
+            return -signal.SIGTERM
 
 
 def progress(outputs: Path, seeds: list[int]) -> str:
@@ -96,19 +135,23 @@ def run_gpu(reg: Registration, workdir: Path, python: str, commit: str | None, w
         return 0
     outputs = workdir / "outputs-gpu"
     argv = command(reg, seeds, outputs, python, workers, accelerator)
-    # the forkserver the workers fork from must not initialise CUDA: NVML answers instead
-    env = os.environ | {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     print(f"{reg.name} {RUN}: {len(seeds)} seeds: {' '.join(argv[1:])}", flush=True)
     start = time.monotonic()
-    with subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True) as proc:
-        try:
-            status = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)  # the runner ends its workers on its way out
-            status = proc.wait()
-            print(f"{reg.name} {RUN}: stopped after --timeout-s={timeout_s:g}", flush=True)
+    end = None if timeout_s is None else start + timeout_s
+
+    def until(reserve: float = 0.0) -> float | None:  # seconds left of --timeout-s, less reserve
+        return None if end is None else max(1.0, end - time.monotonic() - reserve)
+
+    status = _pipeline(argv, until(REPORT_RESERVE_S))
     wall = time.monotonic() - start
-    recorded = record_seeds(reg, outputs, seeds, commit or head_commit(), wall, argv)
+    commit = commit or head_commit()
+    recorded = record_seeds(reg, outputs, seeds, commit, wall, argv)
+    done = [] if recorded else finished_seeds(reg, outputs, seeds)
+    if done:  # stopped or failed before the report: the report over the seeds that finished
+        print(f"{reg.name} {RUN}: the report over the {len(done)} seeds that finished", flush=True)
+        again = command(reg, done, outputs, python, workers, accelerator)
+        _pipeline(again, until())
+        recorded = record_seeds(reg, outputs, done, commit, wall, argv, together=len(seeds))
     print(f"{reg.name} {RUN}: pipeline exit {status} after {wall:.0f} s; nodes done: "
           f"{progress(outputs, seeds)}; {len(recorded)} of {len(seeds)} seeds recorded "
           f"in {reg.records(RUN)}")  # fmt: skip
