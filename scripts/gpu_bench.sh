@@ -41,7 +41,8 @@
 # after CONFIRM_TIMEOUT_S (default 540); then the seeds' records (docs/results/confirmatory-
 # 2026-11-29/gpu/, once its report node finished), the report (or a partial one over what
 # finished), the per-node wall times and the logs in $OUT/confirm.tgz. CONFIRM_DIR: its cache
-# (/tmp/confirm). Run it first on a loan, at a commit the judge accepts (python -m
+# (/tmp/confirm). CONFIRM_ARGS: more flags for the driver (the CPU dry run: --accelerator cpu
+# with a smoke registration). Run it first on a loan, at a commit the judge accepts (python -m
 # ssmax.registration.equivalence before the loan), with BENCH_COMMIT set to it. REGISTRATION:
 # another registration's gpu run (docs/registration/arms-2026-11-29.json: the arms', 48 seeds
 # of 12 laws, once its design seeds are recorded).
@@ -95,15 +96,16 @@ for one in $PARTS; do
       # (ssmax.registration.gpu) and ends by it; timeout is a backstop past it
       REG=${REGISTRATION:-docs/registration/confirmatory-2026-11-29.json}
       echo "confirm: $limit s for the run (BUDGET_S=$BUDGET_S, $(( $(date +%s) - START )) s spent)"
+      RECORDS=$(dirname "$(dirname "$REG")")/results/$(basename "$REG" .json)/gpu
       rc=0; timeout -k 10 $(( limit + 15 )) python3 -m ssmax.registration.run gpu \
         --registration "$REG" --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
-        ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} || rc=$?
+        ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} ${CONFIRM_ARGS:-} || rc=$?
       echo "confirm: exit $rc after $(( $(date +%s) - start )) s, $(nproc) cores"
       R=$C/outputs-gpu
       mkdir -p "$C/out"
       # the records first, a file of their own in OUT: what the run is for
-      tar czf "$OUT/records.tgz" -C "docs/results/$(basename "$REG" .json)" gpu 2>/dev/null || true
-      cp -r "docs/results/$(basename "$REG" .json)/gpu" "$C/out/records" 2>/dev/null || true
+      tar czf "$OUT/records.tgz" -C "$(dirname "$RECORDS")" gpu 2>/dev/null || true
+      cp -r "$RECORDS" "$C/out/records" 2>/dev/null || true
       report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
       if [ -z "$report" ] && [ "$(left 0 60)" -ge 45 ]; then  # the report of the nodes that finished
         timeout "$(left 15 60)" python3 -m ssmax.report --output-dir "$R" \

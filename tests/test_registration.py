@@ -5,7 +5,6 @@ and its run of seeds records each seed at the registered commit (smoke scale).""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from ssmax.registration import judge, power
 from ssmax.registration.run import main as run_main
-from ssmax.registration.run import planned, record_path, to_run
+from ssmax.registration.run import planned, record_path
 from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
 from ssmax.verdicts.claims import claims
 from ssmax.verdicts.results import Results, Settings
@@ -294,56 +293,6 @@ def test_a_gpu_run_records_each_seed_with_its_device_and_commit(
     assert [s for s in said if s.startswith("seed 0: ran fffffff, whose code")], said
     assert record_seeds(reg, Path(out), [0], reg.code_commit, 60.0, ["python", "-m", "x"]) == [0]
     assert not [s for s in judge.conformity(judge.gather(reg, "gpu")) if "whose code" in s]
-
-
-# A fault for one seed's eval: its NIAH records cannot be written (the bundle evaluates the
-# other seeds and fails once they ran), on the pipeline's PYTHONPATH as sitecustomize.py
-FAIL_ONE_SEED = """
-import builtins, fnmatch, io, os
-
-_open, _pattern = builtins.open, os.environ.get("SSMAX_FAIL_WRITE")
-
-
-def _guarded(file, mode="r", *args, **kwargs):
-    if (_pattern and isinstance(file, (str, os.PathLike)) and set(mode) & set("wxa+")
-            and fnmatch.fnmatch(os.path.abspath(os.fspath(file)), _pattern)):
-        raise OSError(f"a test's fault: {file} cannot be written")
-    return _open(file, mode, *args, **kwargs)
-
-
-builtins.open = io.open = _guarded
-"""
-
-
-@pytest.mark.slow
-def test_a_gpu_run_that_did_not_finish_records_the_seeds_that_did(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A loan ends, or a node fails, before the report over every seed: the seeds whose every
-    node finished get the report over them and their records (the next loan runs the rest);
-    the one that did not finish is left to run. The run here: 2 bundled seeds of (a) on the
-    CPU, seed 1's NIAH eval failing."""
-    from ssmax.registration.gpu import finished_seeds
-
-    path = smoke_registration(tmp_path, variants=["a_softmax"],
-                              runs={"cpu": {"seeds": [0]}, "gpu": {"seeds": [0, 1]}})  # fmt: skip
-    reg = load(path)
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
-    (hooks / "sitecustomize.py").write_text(FAIL_ONE_SEED)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hooks), str(ROOT / "src")]))
-    monkeypatch.setenv("SSMAX_FAIL_WRITE", "*/nodes/eval_niah/a_softmax/seed1/*/records.jsonl")
-    work = tmp_path / "work"
-    args = ["gpu", "--registration", str(path), "--workdir", str(work), "--accelerator", "cpu",
-            "--workers", "2", "--commit", "f" * 40]  # fmt: skip
-    assert run_main(args) == 1  # not every seed recorded
-    assert finished_seeds(reg, work / "outputs-gpu", [0, 1]) == [0]
-    rec = json.loads(record_path(reg, "gpu", 0).read_text())
-    assert rec["seed"] == 0 and rec["run"]["seeds"] == [0] and set(rec["results"]) == {"a_softmax"}
-    assert "one of 2 run together" in rec["about"]
-    assert rec["nodes"]["pretrain/a_softmax/seed0"]["bundle"]["seeds"] == [0, 1]
-    assert not record_path(reg, "gpu", 1).exists()
-    assert to_run(reg, "gpu") == [1]
 
 
 def test_the_readme_lines_say_how_far_until_complete_then_each_primary_claim(
