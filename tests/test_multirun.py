@@ -23,6 +23,7 @@ def test_multirun_over_two_variants(tmp_path: Path, shared_cache: Path) -> None:
     assert out.stdout.count("weights: ") == 2
     # each log line once: Lightning's own console handler and Hydra's printed it twice
     assert (out.stdout + out.stderr).count("`Trainer.fit` stopped: `max_steps=4` reached") == 2
+    assert "Tip:" not in out.stdout + out.stderr  # Lightning's advert (ssmax.host.logs)
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     exp = client.get_experiment_by_name("ssmax-repro")
     runs = client.search_runs([exp.experiment_id])

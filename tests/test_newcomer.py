@@ -63,6 +63,12 @@ def test_the_main_command_runs_as_the_readme_says(newcomer: dict) -> None:
     assert argv[1:4] == ["-m", "ssmax.pipeline", "run"]
     assert {"preset=smoke", "executor=local"} <= set(argv)
     assert (newcomer["clone"] / "outputs" / "pipeline" / "snapshots").is_dir()  # ran on a copy
+    logs = {
+        p.name: p.read_text()
+        for p in (newcomer["clone"] / "outputs" / "pipeline" / "logs").glob("*.log")
+    }
+    assert "GPU available" in logs["pretrain.a_softmax.seed0.log"]  # Lightning's own lines stay
+    assert [name for name, text in logs.items() if "Tip:" in text] == []  # its adverts do not
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from ssmax.config.compose import ConfigError, absolute_paths, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
+from ssmax.host.logs import quiet_lightning_tips
 from ssmax.lit.plan import DataModuleFor, TrainingPlan
 from ssmax.pipeline.slurm.launcher import launcher_value, register_resolvers
 from ssmax.preflight.input_files import check_inputs
@@ -131,6 +132,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     from ssmax.lit.guards import TrainingDiverged  # lazy: Lightning, only to train
 
     _log_once()
+    quiet_lightning_tips()
     absolute_paths(cfg)  # this job's own config: jobs started elsewhere write the same place
     note = inference_only_line(cfg)
     if note:

@@ -21,6 +21,7 @@ from ssmax.config.compose import ConfigError, absolute_paths
 from ssmax.config.remembered import composed
 from ssmax.files.atomic import remove_temporaries
 from ssmax.host.cpu_isa import check_pinned, on_cpu, pin_environment
+from ssmax.host.logs import quiet_lightning_tips
 from ssmax.host.ranks import global_rank
 from ssmax.pipeline.dag import Node, build_dag, only_targets
 from ssmax.pipeline.declaration import Declaration, load
@@ -155,6 +156,7 @@ def execute_node(job: NodeJob, extra: dict[str, Any] | None = None) -> dict[str,
     the done-marker. The others return the record without writing it."""
     cfg = OmegaConf.create(job.cfg_yaml)
     pin_process(cfg, job.threads)
+    quiet_lightning_tips()
     rank0 = global_rank() == 0
     ctx, tracked = open_node(job, cfg, rank0)
     start = time.perf_counter()
