@@ -38,14 +38,18 @@
 # issue 59): `python -m ssmax.registration.run gpu`, every planned seed (13-60) of the paper
 # pipeline at the tiny preset on the GPU as one pipeline run, the pretraining of each variant's
 # seeds bundled (executor.bundle=48), WORKERS (default 16) other nodes side by side, stopped
-# after CONFIRM_TIMEOUT_S (default 540); then the seeds' records (docs/results/confirmatory-
-# 2026-11-29/gpu/, once its report node finished), the report (or a partial one over what
-# finished), the per-node wall times and the logs in $OUT/confirm.tgz. CONFIRM_DIR: its cache
-# (/tmp/confirm). CONFIRM_ARGS: more flags for the driver (the CPU dry run: --accelerator cpu
-# with a smoke registration). Run it first on a loan, at a commit the judge accepts (python -m
-# ssmax.registration.equivalence before the loan), with BENCH_COMMIT set to it. REGISTRATION:
-# another registration's gpu run (docs/registration/arms-2026-11-29.json: the arms', 48 seeds
-# of 12 laws, once its design seeds are recorded).
+# by CONFIRM_TIMEOUT_S (default 540) or what BUDGET_S leaves; then the seeds' records
+# (docs/results/confirmatory-2026-11-29/gpu/: every seed once the report over all finished,
+# else those whose every node finished), the report (or a partial one over what finished), the
+# per-node wall times and the logs in $OUT/confirm-<name>.tgz. CONFIRM_DIR: its cache
+# (/tmp/confirm/<name>). CONFIRM_ARGS: more flags for the driver (the CPU dry run:
+# --accelerator cpu with a smoke registration). Run it first on a loan, at a commit the judge
+# accepts (python -m ssmax.registration.equivalence before the loan), with BENCH_COMMIT set to
+# it. REGISTRATION: the registrations whose gpu runs to make, one after another in what is left
+# of BUDGET_S (e.g. "docs/registration/confirmatory-2026-11-29.json
+# docs/registration/arms-2026-11-29.json": the arms' is 48 seeds of 12 laws); each gives
+# $OUT/records-<name>.tgz and $OUT/confirm-<name>.tgz (two registrations at most: OUT returns 8
+# files).
 # BENCH_COMMIT=<this checkout's commit>: what throughput.json records (the device tool's copy of
 # the tree sits on a stale .git: its HEAD, "-dirty", is not what ran).
 # BUDGET_S (default 570: a device call's 600 s less a margin): the whole script's seconds, the
@@ -89,40 +93,47 @@ for one in $PARTS; do
         --preset tiny --seeds "${BUNDLE_EVAL_SEEDS:-8}" --workers "${BUNDLE_EVAL_WORKERS:-1,4}" \
         --rounds 1 --input-workers 8 ${BUNDLE_EVAL_ARGS:-} | tee "$OUT/bundle_evals.txt" || true ;;
     confirm)
-      C=${CONFIRM_DIR:-/tmp/confirm}
-      start=$(date +%s)
-      limit=$(left 40 "${CONFIRM_TIMEOUT_S:-540}")
-      # the driver stops the pipeline before --timeout-s, records the seeds that finished
-      # (ssmax.registration.gpu) and ends by it; timeout is a backstop past it
-      REG=${REGISTRATION:-docs/registration/confirmatory-2026-11-29.json}
-      echo "confirm: $limit s for the run (BUDGET_S=$BUDGET_S, $(( $(date +%s) - START )) s spent)"
-      RECORDS=$(dirname "$(dirname "$REG")")/results/$(basename "$REG" .json)/gpu
-      rc=0; timeout -k 10 $(( limit + 15 )) python3 -m ssmax.registration.run gpu \
-        --registration "$REG" --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
-        ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} ${CONFIRM_ARGS:-} || rc=$?
-      echo "confirm: exit $rc after $(( $(date +%s) - start )) s, $(nproc) cores"
-      R=$C/outputs-gpu
-      mkdir -p "$C/out"
-      # the records first, a file of their own in OUT: what the run is for
-      tar czf "$OUT/records.tgz" -C "$(dirname "$RECORDS")" gpu 2>/dev/null || true
-      cp -r "$RECORDS" "$C/out/records" 2>/dev/null || true
-      report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
-      if [ -z "$report" ] && [ "$(left 0 60)" -ge 45 ]; then  # the report of the nodes that finished
-        timeout "$(left 15 60)" python3 -m ssmax.report --output-dir "$R" \
-          --dest "$C/report_partial" || true
-        report=$C/report_partial
-      fi
-      cp -r "$report" "$C/out/report" 2>/dev/null || true
-      python3 -c "import json, pathlib, sys
+      # each registration's gpu run in turn (REGISTRATION: one file or several, space-separated),
+      # in what is left of BUDGET_S; one with under CONFIRM_MIN_S (120) left is not started
+      for REG in ${REGISTRATION:-docs/registration/confirmatory-2026-11-29.json}; do
+        NAME=$(basename "$REG" .json)
+        C=${CONFIRM_DIR:-/tmp/confirm}/$NAME
+        R=$C/outputs-gpu
+        RECORDS=$(dirname "$(dirname "$REG")")/results/$NAME/gpu
+        start=$(date +%s)
+        limit=$(left 40 "${CONFIRM_TIMEOUT_S:-540}")
+        if (( limit < ${CONFIRM_MIN_S:-120} )); then
+          echo "confirm: $NAME not started: $limit s left of BUDGET_S=$BUDGET_S"; continue
+        fi
+        echo "confirm: $NAME: $limit s for the run (BUDGET_S=$BUDGET_S, $(( start - START )) s spent)"
+        # the driver stops the pipeline before --timeout-s, records the seeds that finished
+        # (ssmax.registration.gpu) and ends by it; timeout is a backstop past it
+        rc=0; timeout -k 10 $(( limit + 15 )) python3 -m ssmax.registration.run gpu \
+          --registration "$REG" --workdir "$C" --workers "${WORKERS:-16}" --timeout-s "$limit" \
+          ${BENCH_COMMIT:+--commit "$BENCH_COMMIT"} ${CONFIRM_ARGS:-} || rc=$?
+        echo "confirm: $NAME: exit $rc after $(( $(date +%s) - start )) s, $(nproc) cores"
+        mkdir -p "$C/out"
+        # the records first, a file of their own in OUT: what the run is for
+        tar czf "$OUT/records-$NAME.tgz" -C "$(dirname "$RECORDS")" gpu 2>/dev/null || true
+        cp -r "$RECORDS" "$C/out/records" 2>/dev/null || true
+        report=$(ls -d "$R"/pipeline/nodes/report/*/report 2>/dev/null | head -1 || true)
+        if [ -z "$report" ] && [ "$(left 0 60)" -ge 45 ]; then  # the report of what finished
+          timeout "$(left 15 60)" python3 -m ssmax.report --output-dir "$R" \
+            --dest "$C/report_partial" || true
+          report=$C/report_partial
+        fi
+        cp -r "$report" "$C/out/report" 2>/dev/null || true
+        python3 -c "import json, pathlib, sys
 for f in sorted(pathlib.Path(sys.argv[1]).glob('pipeline/nodes/*/**/done.json')):
     d = json.loads(f.read_text()); print(d.get('node'), d.get('wall_s'), (d.get('bundle') or {}).get('size', 1), sep='\t')" "$R" \
-        > "$C/out/node_wall_s.tsv" || true
-      awk -F'\t' '{split($1, p, "/"); n[p[1]]++; s[p[1]] += $2} END {for (k in n)
-        printf "confirm: %s: %d nodes done, %.1f s of node time\n", k, n[k], s[k]}' \
-        "$C/out/node_wall_s.tsv" || true
-      nvidia-smi > "$C/out/nvidia-smi.txt" 2>&1 || true
-      tar czf "$OUT/confirm.tgz" -C "$C" out -C "$R" pipeline/logs \
-        || tar czf "$OUT/confirm.tgz" -C "$C" out || true ;;
+          > "$C/out/node_wall_s.tsv" || true
+        awk -F'\t' -v name="$NAME" '{split($1, p, "/"); n[p[1]]++; s[p[1]] += $2} END {for (k in n)
+          printf "confirm: %s: %s: %d nodes done, %.1f s of node time\n", name, k, n[k], s[k]}' \
+          "$C/out/node_wall_s.tsv" || true
+        nvidia-smi > "$C/out/nvidia-smi.txt" 2>&1 || true
+        tar czf "$OUT/confirm-$NAME.tgz" -C "$C" out -C "$R" pipeline/logs \
+          || tar czf "$OUT/confirm-$NAME.tgz" -C "$C" out || true
+      done ;;
     evals) python3 bench/bench_evals.py --preset paper ;;
     step) python3 bench/bench_step.py --preset paper --parts 3 ;;
     rivals)

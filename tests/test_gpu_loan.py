@@ -2,7 +2,7 @@
 GPU run, ssmax.registration.gpu) over a smoke registration of two bundled seeds of (a), seed 1's
 NIAH eval failing as a loan's end would leave it unfinished. The seeds whose every node finished
 get the report over them and their records, which come back first in the call's OUT
-(records.tgz); the other is left for the next loan."""
+(records-<name>.tgz); the other is left for the next loan."""
 
 from __future__ import annotations
 
@@ -58,12 +58,12 @@ def test_a_loan_that_ends_early_returns_the_seeds_it_finished(tmp_path: Path) ->
                           env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert said.returncode == 0, said.stdout[-3000:] + said.stderr[-3000:]
     assert "1 of 2 seeds recorded" in said.stdout, said.stdout[-3000:]
-    with tarfile.open(out / "records.tgz") as records:
+    with tarfile.open(out / "records-smoke.tgz") as records:
         assert sorted(records.getnames()) == ["gpu", "gpu/seed0.json"]
-    assert finished_seeds(reg, work / "outputs-gpu", [0, 1]) == [0]
+    assert finished_seeds(reg, work / "smoke" / "outputs-gpu", [0, 1]) == [0]
     rec = json.loads(record_path(reg, "gpu", 0).read_text())
     assert rec["seed"] == 0 and rec["run"]["seeds"] == [0] and set(rec["results"]) == {"a_softmax"}
     assert "one of 2 run together" in rec["about"] and rec["commit"] == "f" * 40
     assert rec["nodes"]["pretrain/a_softmax/seed0"]["bundle"]["seeds"] == [0, 1]
     assert to_run(reg, "gpu") == [1]  # the next loan's
-    assert (out / "confirm.tgz").stat().st_size > 0
+    assert (out / "confirm-smoke.tgz").stat().st_size > 0
