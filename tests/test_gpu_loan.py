@@ -67,3 +67,19 @@ def test_a_loan_that_ends_early_returns_the_seeds_it_finished(tmp_path: Path) ->
     assert rec["nodes"]["pretrain/a_softmax/seed0"]["bundle"]["seeds"] == [0, 1]
     assert to_run(reg, "gpu") == [1]  # the next loan's
     assert (out / "confirm-smoke.tgz").stat().st_size > 0
+
+
+def test_a_registration_the_budget_cannot_hold_is_not_started(tmp_path: Path) -> None:
+    """BUDGET_S is the device call's: a run that would have under CONFIRM_MIN_S of it is not
+    started (its seeds wait for the next loan) and the script still ends well."""
+    path = smoke_registration(tmp_path, runs={"cpu": {"seeds": [0]}, "gpu": {"seeds": [0]}})
+    env = os.environ | {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OUT": str(tmp_path / "out"), "CONFIRM_DIR": str(tmp_path / "confirm"),
+        "REGISTRATION": str(path), "BUDGET_S": "100",  # 100 - 40 kept for packing < 120
+    }  # fmt: skip
+    said = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "confirm"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert said.returncode == 0, said.stderr[-2000:]
+    assert "confirm: smoke not started: " in said.stdout and "left of BUDGET_S=100" in said.stdout
+    assert not (tmp_path / "confirm").exists() and not (tmp_path / "results").exists()
