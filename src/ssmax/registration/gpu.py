@@ -127,7 +127,7 @@ def head_commit() -> str:
 
 
 def run_gpu(reg: Registration, workdir: Path, python: str, commit: str | None, workers: int,
-            timeout_s: float, accelerator: str = "gpu") -> int:  # fmt: skip
+            timeout_s: float | None, accelerator: str = "gpu") -> int:  # fmt: skip
     """The run (module docstring); 0 when every planned seed is recorded, else 1."""
     seeds = to_run(reg, RUN)
     if not seeds:
