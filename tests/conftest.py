@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -52,6 +53,16 @@ def first_pipeline_run(cfg: DictConfig) -> tuple[MlflowClient, Run]:
         [exp.experiment_id], "tags.kind = 'pipeline'", max_results=1, order_by=["start_time ASC"]
     )
     return client, run
+
+
+def make_command(folder: Path, target: str, *settings: str) -> list[str]:
+    """The command `make TARGET` in folder runs last (its recipe's own line, after setup's,
+    a line continued with a backslash joined), as argv; this suite's environment as the venv
+    (setup made it already)."""
+    dry = subprocess.run(["make", "-s", "-n", "-C", str(folder), target,
+                          f"VENV={Path(sys.prefix)}", *settings],
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    return shlex.split(dry.strip().replace("\\\n", " ").splitlines()[-1])
 
 
 @pytest.fixture

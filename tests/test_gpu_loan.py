@@ -39,6 +39,20 @@ builtins.open = io.open = _guarded
 """
 
 
+def confirm(
+    tmp_path: Path, registration: Path, timeout: int, **env: str
+) -> subprocess.CompletedProcess:
+    """`bash scripts/gpu_bench.sh confirm` as a loan runs it, this suite's python3 first on PATH,
+    OUT and CONFIRM_DIR in tmp_path, the registration's gpu run, and env."""
+    env = os.environ | {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OUT": str(tmp_path / "out"), "CONFIRM_DIR": str(tmp_path / "confirm"),
+        "REGISTRATION": str(registration), **env,
+    }  # fmt: skip
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "confirm"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
 @pytest.mark.slow
 def test_a_loan_that_ends_early_returns_the_seeds_it_finished(tmp_path: Path) -> None:
     path = smoke_registration(tmp_path, variants=["a_softmax"],
@@ -47,15 +61,11 @@ def test_a_loan_that_ends_early_returns_the_seeds_it_finished(tmp_path: Path) ->
     hooks, out, work = tmp_path / "hooks", tmp_path / "out", tmp_path / "confirm"
     hooks.mkdir()
     (hooks / "sitecustomize.py").write_text(FAIL_WRITE)
-    env = os.environ | {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # its python3
-        "PYTHONPATH": os.pathsep.join([str(hooks), str(ROOT / "src")]),
-        "SSMAX_FAIL_WRITE": "*/nodes/eval_niah/a_softmax/seed1/*/records.jsonl",
-        "OUT": str(out), "CONFIRM_DIR": str(work), "REGISTRATION": str(path), "WORKERS": "2",
-        "BENCH_COMMIT": "f" * 40, "CONFIRM_ARGS": "--accelerator cpu",
-    }  # fmt: skip
-    said = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "confirm"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    said = confirm(
+        tmp_path, path, 900, PYTHONPATH=os.pathsep.join([str(hooks), str(ROOT / "src")]),
+        SSMAX_FAIL_WRITE="*/nodes/eval_niah/a_softmax/seed1/*/records.jsonl", WORKERS="2",
+        BENCH_COMMIT="f" * 40, CONFIRM_ARGS="--accelerator cpu",
+    )  # fmt: skip
     assert said.returncode == 0, said.stdout[-3000:] + said.stderr[-3000:]
     assert "1 of 2 seeds recorded" in said.stdout, said.stdout[-3000:]
     with tarfile.open(out / "records-smoke.tgz") as records:
@@ -73,13 +83,7 @@ def test_a_registration_the_budget_cannot_hold_is_not_started(tmp_path: Path) ->
     """BUDGET_S is the device call's: a run that would have under CONFIRM_MIN_S of it is not
     started (its seeds wait for the next loan) and the script still ends well."""
     path = smoke_registration(tmp_path, runs={"cpu": {"seeds": [0]}, "gpu": {"seeds": [0]}})
-    env = os.environ | {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "OUT": str(tmp_path / "out"), "CONFIRM_DIR": str(tmp_path / "confirm"),
-        "REGISTRATION": str(path), "BUDGET_S": "100",  # 100 - 40 kept for packing < 120
-    }  # fmt: skip
-    said = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_bench.sh"), "confirm"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    said = confirm(tmp_path, path, 300, BUDGET_S="100")  # 100 - 40 kept for packing < 120
     assert said.returncode == 0, said.stderr[-2000:]
     assert "confirm: smoke not started: " in said.stdout and "left of BUDGET_S=100" in said.stdout
     assert not (tmp_path / "confirm").exists() and not (tmp_path / "results").exists()

@@ -5,24 +5,21 @@ outputs/, the report looked in X)."""
 
 from __future__ import annotations
 
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import make_command
+
 ROOT = Path(__file__).resolve().parents[1]
-VENV = f"VENV={Path(sys.prefix)}"  # this suite's environment: setup made it already
 WRITERS = ("reproduce-all", "plan", "status", "export", "train", "train-all", "train-all-slurm")
 READERS = ("report", "mlflow-ui", "sync")
 
 
 def made(target: str, *settings: str) -> list[str]:
-    """The command `make TARGET` runs last (its recipe's own line, after setup's), as argv."""
-    dry = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), target, VENV, *settings],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
-    return shlex.split(dry.strip().replace("\\\n", " ").splitlines()[-1])
+    """The command `make TARGET` runs in this checkout, as argv."""
+    return make_command(ROOT, target, *settings)
 
 
 @pytest.mark.parametrize("target", WRITERS + READERS)

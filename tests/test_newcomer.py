@@ -11,12 +11,12 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import make_command
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = range(1, 9)
@@ -26,25 +26,17 @@ MAKE_REPORT_SECTIONS = ("Manifest", "System (per node)")
 NOT_COMPARED = "Not compared: the published run is the tiny preset, this run the smoke preset."
 
 
-def made(clone: Path, target: str, *settings: str) -> list[str]:
-    """The command `make TARGET` runs last (its recipe's own line, after setup's), as argv."""
-    venv = f"VENV={Path(sys.prefix)}"  # this suite's environment: setup made it already
-    dry = subprocess.run(["make", "-s", "-n", "-C", str(clone), target, venv, *settings],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
-    return shlex.split(dry.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def newcomer(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> dict[str, object]:
     clone = tmp_path_factory.mktemp("newcomer") / "ssmax-repro"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = os.environ | {"PYTHONPATH": str(clone / "src")}  # the clone's code, this venv's packages
-    main = made(clone, "reproduce-all", "PRESET=smoke", "EXECUTOR=local",
+    main = make_command(clone, "reproduce-all", "PRESET=smoke", "EXECUTOR=local",
                 f"ARGS=paths.cache_dir={shared_cache}")  # fmt: skip
     ran = subprocess.run(main, cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     (node_report,) = re.findall(r"^report: (\S+report\.md)$", ran.stdout, re.M)
-    rebuilt = subprocess.run(made(clone, "report"), cwd=clone, env=env, capture_output=True,
+    rebuilt = subprocess.run(make_command(clone, "report"), cwd=clone, env=env, capture_output=True,
                              text=True, timeout=600)  # fmt: skip
     assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]
     return {"clone": clone, "command": main, "node": Path(node_report).parent,
