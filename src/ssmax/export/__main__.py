@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.config.compose import ConfigError, debug
 from ssmax.export import require_transformers
+from ssmax.host.cli import Parser
 from ssmax.pipeline.run import plan
 from ssmax.preflight.weights import read_weights
 from ssmax.stages.outputs import read_outputs
@@ -72,8 +73,8 @@ def node_source(node: str, overrides: list[str]) -> tuple[DictConfig, str, dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ssmax.export", description=__doc__,
+    parser = Parser(
+        "ssmax.export", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     source = parser.add_mutually_exclusive_group(required=True)
@@ -82,11 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="the run's config.yaml (default: beside --weights)")
     parser.add_argument("--out", help="the folder to write (must not exist)")
     parser.add_argument("--rope-factor", type=float, help="rope_theta x this in config.json")
-
-    def one_line(message: str) -> None:  # argparse's usage block: one line instead
-        raise ConfigError(f"{message}; see python -m ssmax.export --help")
-
-    parser.error = one_line  # type: ignore[method-assign]
     try:
         args, overrides = parser.parse_known_args(argv)
         require_transformers()

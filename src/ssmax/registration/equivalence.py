@@ -18,7 +18,6 @@ solo nodes is the bundle tests' (tests/test_bundle*.py).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import fnmatch
 import hashlib
@@ -30,6 +29,7 @@ import tempfile
 from pathlib import Path
 
 from ssmax.files.atomic import atomic_write_json
+from ssmax.host.cli import Parser
 from ssmax.registration.spec import REGISTRATION, ROOT, Registration, cli, load, shown
 from ssmax.tracking.manifest import cpu_model
 
@@ -167,8 +167,7 @@ def code_rule(reg: Registration, given: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ssmax.registration.equivalence",
-                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = Parser("ssmax.registration.equivalence", description=__doc__.split("\n\n")[0])
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     parser.add_argument("--commit", default="HEAD", help="the commit to check (HEAD)")
     parser.add_argument(

@@ -24,7 +24,6 @@ family with effect, interval, seeds, machines and kind; the command writes and c
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ from pathlib import Path
 
 from ssmax.config.variants import facts, ordered
 from ssmax.files.atomic import atomic_write_text
+from ssmax.host.cli import Parser
 from ssmax.registration import families
 from ssmax.registration.equivalence import accepted, code_rule
 from ssmax.registration.run import planned
@@ -363,8 +363,7 @@ def with_readme_block(reg: Registration, text: str, lines: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ssmax.registration.judge",
-                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = Parser("ssmax.registration.judge", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     args = parser.parse_args(argv)

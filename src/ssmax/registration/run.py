@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from ssmax.files.atomic import atomic_write_json
+from ssmax.host.cli import Parser
 from ssmax.registration.gpu import GPU_WORKDIR, run_gpu
 from ssmax.registration.records import (
     nodes_of,
@@ -130,8 +131,7 @@ def run_seed(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ssmax.registration.run",
-                                     description=__doc__.split("\n\n")[0])  # fmt: skip
+    parser = Parser("ssmax.registration.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("run", help="the registered run to make: cpu (gpu: issue 59's path)")
     parser.add_argument("--registration", type=Path, default=REGISTRATION)  # fmt: skip
     parser.add_argument("--workdir", type=Path, help=f"the commit's checkout and cache "

@@ -9,7 +9,6 @@ and done record on disk, whose outputs are the report's inputs. The runs' manife
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -18,6 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from ssmax.host.cli import Parser
 from ssmax.pipeline.state import (
     module_of,
     node_dir,
@@ -162,7 +162,7 @@ def variants_of(inputs: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser("ssmax.report", description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", required=True, help="the pipeline's paths.output_dir")
     parser.add_argument("--dest", help="where to write the report (default: OUTPUT_DIR/report)")
     parser.add_argument("--run-id", help="a pipeline run (default: OUTPUT_DIR's last)")

@@ -29,13 +29,13 @@ numbers too.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
 
 from ssmax.config.variants import ordered
 from ssmax.files.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ssmax.host.cli import Parser
 from ssmax.report.headline import headline
 from ssmax.report.published_board import board_block
 from ssmax.report.published_board_figure import FIGURE, FIGURE_CSV, draw, figure_files, figure_stale
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser("ssmax.report.published", description=__doc__.splitlines()[0])
     parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED)
     parser.add_argument("--check", action="store_true", help="change nothing; 1 if stale")
     parser.add_argument("--replicate", type=Path, metavar="OTHER.json",

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ssmax.host.cli import Parser
 from ssmax.tracking import auth
 from ssmax.tracking.store import default_store, sqlite_file
 from ssmax.tracking.ui import (
@@ -107,7 +108,7 @@ def check(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser("ssmax.tracking.server", description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="outputs/mlflow-server", help="its store, artifacts, log")
     parser.add_argument("--backend-store-uri", help="SQLAlchemy URI (default: sqlite in --dir)")
     parser.add_argument("--artifacts-destination", help="default: DIR/artifacts")

@@ -24,7 +24,6 @@ only read.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -34,6 +33,7 @@ from typing import Any
 
 from ssmax.files.atomic import atomic_write_text
 from ssmax.files.flock import exclusive
+from ssmax.host.cli import Parser
 from ssmax.tracking.reach import check_reachable
 from ssmax.tracking.runs import close_dead
 from ssmax.tracking.spool import deliver_pending
@@ -296,7 +296,7 @@ def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser("ssmax.tracking.sync", description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the folder whose store to copy")
     parser.add_argument("--tracking-uri", required=True, help="the server: http://HOST:PORT")
     args = parser.parse_args(argv)

@@ -10,7 +10,6 @@ left on the port. Job execution is off: the store needs none.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
@@ -25,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ssmax.host.cli import Parser
 from ssmax.tracking.auth import is_loopback, open_warning
 from ssmax.tracking.store import STORE_FILE, default_store
 
@@ -262,7 +262,7 @@ def only_experiment(output_dir: str | Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser("ssmax.tracking.ui", description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the pipeline's paths.output_dir")
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--host", default="127.0.0.1")
