@@ -14,10 +14,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "ssmax"
 
 # module, arguments (the required ones given, then the mistake), what the line says
 MISTAKES = [
-    ("ssmax.tracking.ui", ["--port", "abc"], "argument --port: invalid int value: 'abc'"),
+    ("ssmax.tracking.ui", ["--port", "abc"], "--port: 'abc' is not a port; allowed: 1-65535"),
     ("ssmax.tracking.ui", ["--bogus"],
      "unrecognized arguments: --bogus; allowed: --output-dir, --port, --host, --help"),
-    ("ssmax.tracking.server", ["--port", "5x"], "argument --port: invalid int value: '5x'"),
+    ("ssmax.tracking.server", ["--port", "99999"], "--port: '99999' is not a port"),
     ("ssmax.tracking.sync", ["--tracking-uri", "http://h:1", "--bogus"], "--bogus; allowed: "),
     ("ssmax.report.__main__", ["--output-dir", "x", "--bogus"], "--bogus; allowed: --output-dir"),
     ("ssmax.report.published", ["--bogus"], "unrecognized arguments: --bogus; allowed: --check"),
@@ -48,7 +48,8 @@ def test_the_line_is_what_a_user_sees_from_the_shell(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and not done.stdout
     assert done.stderr == (
-        "error: argument --port: invalid int value: 'abc'; see python -m ssmax.tracking.ui --help\n"
+        "error: argument --port: 'abc' is not a port; allowed: 1-65535; see python -m "
+        "ssmax.tracking.ui --help\n"
     )
 
 

@@ -25,3 +25,14 @@ class Parser(argparse.ArgumentParser):
         shown = [a for a in self._actions if a.help is not argparse.SUPPRESS]
         names = [o for a in shown for o in a.option_strings if o.startswith("--")]
         return [o for o in names if o != "--help"] + ["--help"]
+
+
+def port(text: str) -> int:
+    """argparse's type for a TCP port to listen on (a socket's bind would raise past 65535)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port; allowed: 1-65535")
+    return value

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ssmax.host.cli import Parser
+from ssmax.host.cli import Parser, port
 from ssmax.tracking import auth
 from ssmax.tracking.store import default_store, sqlite_file
 from ssmax.tracking.ui import (
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend-store-uri", help="SQLAlchemy URI (default: sqlite in --dir)")
     parser.add_argument("--artifacts-destination", help="default: DIR/artifacts")
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0: reachable from other nodes")
-    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--port", type=port, default=5000)
     parser.add_argument("--allowed-hosts", help="Host headers served, comma-separated")
     parser.add_argument("--auth", choices=("on", "off"), default="on",
                         help="on: only its users get in (MLflow basic auth); off: anyone who "

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssmax.host.cli import Parser
+from ssmax.host.cli import Parser, port
 from ssmax.tracking.auth import is_loopback, open_warning
 from ssmax.tracking.store import STORE_FILE, default_store
 
@@ -264,7 +264,7 @@ def only_experiment(output_dir: str | Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = Parser("ssmax.tracking.ui", description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the pipeline's paths.output_dir")
-    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--port", type=port, default=5000)
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
     if not (Path(args.output_dir) / STORE_FILE).exists():
