@@ -179,6 +179,11 @@ def test_unknown_root_key_fails_in_one_line() -> None:
     assert "\n" not in message and "output_dir is not a config key" in message
     assert message.endswith("nearest: paths.output_dir")
     check_override_keys(["seed=3", "executor=slurm", "executor/slurm/profile=gpu8"], "pipeline")
+    with pytest.raises(ConfigError) as err:  # nothing near: the root's own keys, every one
+        check_override_keys(["foo=bar"], "pipeline")
+    listed = str(err.value).partition("keys under the root: ")[2].split(", ")
+    assert {"seed", "paths", "model", "trainer", "pipeline", "cost"} <= set(listed), listed
+    assert "name" not in listed and "output_dir" not in listed  # (leaves of preset, paths)
 
 
 def test_a_config_composed_again_is_a_copy_of_the_first(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -141,12 +141,11 @@ def check_override_keys(argv: Sequence[str], config_name: str = "config") -> Non
         parent = key.rpartition(".")[0]
         siblings = [k for k in keys if k.rpartition(".")[0] == parent] if parent in keys else keys
         near = difflib.get_close_matches(key, siblings, n=3, cutoff=0.6)
-        hint = (
-            f"nearest: {', '.join(near)}"
-            if near
-            else f"keys under {parent or 'the root'}: "
-            + ", ".join(k.rpartition(".")[2] for k in siblings[:12])
-        )
+        while parent and parent not in keys:  # the deepest part of the key that is there
+            parent = parent.rpartition(".")[0]
+        under = [k.rpartition(".")[2] for k in keys if k.rpartition(".")[0] == parent]
+        hint = f"nearest: {', '.join(near)}" if near else \
+            f"keys under {parent or 'the root'}: {', '.join(under)}"  # fmt: skip
         raise ConfigError(f"{arg}: {key} is not a config key; {hint}")
 
 
