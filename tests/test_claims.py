@@ -76,6 +76,11 @@ def test_one_seed_is_not_decidable_however_large_the_gap() -> None:
     assert c.verdict == UNDECIDABLE and c.uncorrected == "inconclusive"
     assert "1 seed" in c.checks[0].difference and c.shown == "not decidable at 1 seed"
     assert math.isnan(c.checks[0].p_t) and c.checks[0].verdict == UNDECIDABLE  # no test
+    # the default `make reproduce-all` (one seed) tests nothing, m = 0; its table says the floor
+    # of the family its 3 orderings make once each has 2 seeds (7 at 0.05 / 3), not m = 0's 6
+    assert (c.m, c.orderings, c.floor) == (0, 3, 7)
+    assert claim_rows([c])[0][1] == ("primary (Holm, m = 0: no ordering has 2 seeds; m = 3 once "
+                                     "each has: permutation floor 7 seeds)")  # fmt: skip
 
 
 def test_below_the_floor_an_ordering_is_not_decidable_at_it_inconclusive() -> None:

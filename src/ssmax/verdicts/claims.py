@@ -153,6 +153,7 @@ class Claim:
     uncorrected: str = ""  # the same aggregation of the orderings' uncorrected verdicts
     family: str = ""  # primary (Holm) / secondary (Benjamini-Hochberg)
     m: int = 0  # the family's tested orderings
+    orderings: int = 0  # the family's orderings with a value, tested or not (< 2 seeds)
     floor: int = 0  # the fewest seeds whose permutation test can reach the family's 0.05 / m
 
     @property
@@ -257,9 +258,11 @@ def apply_rule(
             orderings[k.ordering] = k.differences
     tested = rule(families, flips)
     for c in checked:
-        c.m = len(tested[c.family])
-        level = ALPHA / max(c.m, 1)  # Holm's first step; Benjamini-Hochberg's strictest
-        c.floor = floor_of(c.m)
+        c.m, c.orderings = len(tested[c.family]), sum(map(bool, families[c.family].values()))
+        # one seed tests nothing (m = 0): the level and floor its orderings will meet once tested
+        m = c.m or c.orderings
+        level = ALPHA / max(m, 1)  # Holm's first step; Benjamini-Hochberg's strictest
+        c.floor = floor_of(m)
         for k in c.checks:
             k.apply(tested[c.family].get(k.ordering), level)
         c.verdict = decide([k.verdict for k in c.checks]) if c.checks else c.verdict

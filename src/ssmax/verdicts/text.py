@@ -106,6 +106,9 @@ def family_text(c: Claim) -> str:
     if not c.family:
         return "-"
     how = CORRECTION_NAMES[CORRECTIONS[c.family]]
+    if not c.m and c.orderings:  # one seed: the family its orderings make once each is tested
+        return (f"{c.family} ({how}, m = 0: no ordering has 2 seeds; m = {c.orderings} once "
+                f"each has: permutation floor {c.floor} seeds)")  # fmt: skip
     return f"{c.family} ({how}, m = {c.m}; permutation floor {c.floor} seeds)"
 
 
