@@ -36,6 +36,11 @@ def newcomer(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> di
     ran = subprocess.run(main, cwd=clone, env=env, capture_output=True, text=True, timeout=900)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     (node_report,) = re.findall(r"^report: (\S+report\.md)$", ran.stdout, re.M)
+    # then the primary claims (StageSpec.shows): one seed decides none of the 5
+    said = ran.stdout.partition(node_report)[2].splitlines()[1:8]
+    assert said[0] == "  the paper's primary claims, 1 seed:", said
+    assert [line.endswith(": not decidable at 1 seed") for line in said[1:6]] == [True] * 5
+    assert said[6].startswith("  (the rule decides none below 10 seeds"), said
     rebuilt = subprocess.run(make_command(clone, "report"), cwd=clone, env=env, capture_output=True,
                              text=True, timeout=600)  # fmt: skip
     assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]

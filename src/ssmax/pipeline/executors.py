@@ -55,7 +55,10 @@ def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log
     for job in jobs:  # what a stage declares it shows (StageSpec.shows): the report's page
         shows = stage_spec(job.module).shows
         if shows and states.get(job.name) in FINISHED:
-            log(f"{job.stage}: {job.done['outputs'][shows]}")
+            first, *lines = (job.done["outputs"].get(name, []) for name in shows)
+            log(f"{job.stage}: {first}")
+            for line in (line for more in lines for line in more):
+                log(f"  {line}")
     uri, tracked = tracking_uri(cfg), cfg.tracking.enabled
     if tracked and is_server(uri):  # the experiment: this run's, else (SLURM's) asked once
         log(f"browse: open {training_view(uri, parent.experiment_id or ensure_experiment(cfg))}")

@@ -9,7 +9,6 @@ and done record on disk, whose outputs are the report's inputs. The runs' manife
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -212,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     settings.system = system_rows(mlflow_client(uri), parent)
     dest = Path(args.dest) if args.dest else output_dir / "report"
     out = build_report(inputs, settings, dest, declared())
-    print(json.dumps(out["claims"], indent=1))
     print(f"report: {out['report_md']}\n        {out['report_html']}")
+    print("\n".join(f"  {line}" for line in out["headline"]))
     return 0
 
 

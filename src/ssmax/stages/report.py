@@ -7,7 +7,7 @@ artifacts of its MLflow run. ``python -m ssmax.report`` rebuilds it without re-r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ssmax.report.declared import Cells, Declared
@@ -25,13 +25,15 @@ if TYPE_CHECKING:  # annotations only: a stage's code is what it runs (pipeline.
 @dataclass(frozen=True)
 class Outputs:
     """The report's pages, its results table (variant -> column -> seed -> value), the claims'
-    verdicts and each figure's PNG (or "n/a: " and why)."""
+    verdicts, each figure's PNG (or "n/a: " and why) and the primary claims in lines (none in
+    a record of an earlier release)."""
 
     report_md: str
     report_html: str
     results: dict[str, dict[str, dict[int, float]]]
     claims: dict[str, str]
     figures: dict[str, str]
+    headline: list[str] = field(default_factory=list)
 
 
 # uses: shown in the report's settings (a preset's cuts too; whether its CPU bits are pinned).
@@ -41,8 +43,10 @@ SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                        "eval", "preset.hardware", "trainer.accelerator",
                        "trainer.cpu_isa"),
                  files=("docs/results/verdict_seeds3-10.json",), outputs=Outputs,
-                 # the pipeline's run: the report as its artifacts, its page's path at the end
-                 artifacts=("report",), shows="report_md", hosts_closer=True)  # fmt: skip
+                 # the pipeline's run: the report as its artifacts; at its end, the page's path
+                 # and the primary claims' verdicts
+                 artifacts=("report",), shows=("report_md", "headline"),
+                 hosts_closer=True)  # fmt: skip
 
 
 def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:

@@ -50,9 +50,10 @@ class StageSpec:
     seed_outputs(plan, done), its outputs once trained: done, ssmax.stages.outputs.Trained),
     "evals" (evaluated one after another in one process: ssmax.pipeline.bundle_evals); None:
     each node runs alone. artifacts: folders of its node's folder logged as artifacts of the
-    pipeline's MLflow run once it is done or cached. shows: the output the pipeline run prints
-    at its end (`<stage>: <value>`). hosts_closer: under SLURM, the job that ends the pipeline's
-    MLflow run takes this stage's resources (executor.stages.<stage>; no GPU, one task)."""
+    pipeline's MLflow run once it is done or cached. shows: the outputs the pipeline run prints
+    at its end (`<stage>: <the first>`, then each line of the others: lists of lines).
+    hosts_closer: under SLURM, the job that ends the pipeline's MLflow run takes this stage's
+    resources (executor.stages.<stage>; no GPU, one task)."""
 
     reads: tuple[str, ...]
     trains: bool = False
@@ -66,7 +67,7 @@ class StageSpec:
     schedule: str | None = None
     bundle: str | None = None
     artifacts: tuple[str, ...] = ()
-    shows: str | None = None
+    shows: tuple[str, ...] = ()
     hosts_closer: bool = False
 
 

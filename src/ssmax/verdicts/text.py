@@ -112,6 +112,22 @@ def family_text(c: Claim) -> str:
     return f"{c.family} ({how}, m = {c.m}; permutation floor {c.floor} seeds)"
 
 
+def headline(checked: list[Claim]) -> list[str]:
+    """The paper's primary claims, a line each, for the console at a run's end (the report has
+    the rest): the verdict, and where the run has fewer seeds than the family's permutation
+    floor, that no number of them decides."""
+    primary = [c for c in checked if c.family == "primary"]
+    if not primary:
+        return []
+    n = max((k.n for c in primary for k in c.checks), default=0)
+    lines = [f"the paper's primary claims, {n} seed{'s' * (n != 1)}:"]
+    lines += [f"- {c.text}: {c.shown}" for c in primary]
+    if n < primary[0].floor:
+        lines.append(f"(the rule decides none below {primary[0].floor} seeds, however large a "
+                     "gap: `make plan SEEDS=...` says what more seeds take here)")  # fmt: skip
+    return lines
+
+
 def claim_rows(claims: list[Claim]) -> list[list[str]]:
     return [[c.text, family_text(c), c.value,
              " · ".join(ordering_text(k) for k in c.checks) or "-", c.shown.upper(),
