@@ -20,8 +20,8 @@ from tests.conftest import make_command
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = range(1, 9)
-SECTIONS = ("Settings", "Results per variant", "Claims of the paper", "Against the published run",
-            "Models", "Figures")  # fmt: skip
+SECTIONS = ("At a glance", "Settings", "Results per variant", "Claims of the paper",
+            "Against the published run", "Models", "Figures")  # fmt: skip
 MAKE_REPORT_SECTIONS = ("Manifest", "System (per node)")
 NOT_COMPARED = "Not compared: the published run is the tiny preset, this run the smoke preset."
 
@@ -98,6 +98,7 @@ def test_every_promise_of_the_report_holds_data(newcomer: dict, where: str) -> N
     claims = json.loads((folder / "claims.json").read_text())
     assert claims and all(c["verdict"] and c["checks"] for c in claims)
     assert "| claim (paper) |" in said["Claims of the paper"]
+    assert said["At a glance"].count(": not decidable at 1 seed\n") == 5  # what the run printed
     if where == "rebuilt":
         assert "pretrain/a_softmax/seed0" in said["System (per node)"]
         assert "commit" in said["Manifest"]

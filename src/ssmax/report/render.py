@@ -21,6 +21,7 @@ from ssmax.verdicts.text import (
     board_line,
     board_rows,
     claim_rows,
+    headline,
     md_table,
     untested_line,
 )
@@ -94,7 +95,11 @@ def markdown(
     design: Sequence[list[str]] = (), against: tuple[str, list[list[str]]] = ("", []),
     board: tuple[Sequence[Row], Claim | None] = ((), None),
 ) -> str:  # fmt: skip
-    lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, "", "## Settings", ""]
+    lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, ""]
+    said, listed, note = _glance(claims)
+    if said:  # what the pipeline printed at its end
+        lines += ["## At a glance", "", said, "", *listed, "", *([note, ""] if note else [])]
+    lines += ["## Settings", ""]
     lines += md_table(["setting", "value"], _settings_rows(settings))
     lines += _manifest_md(settings.manifest)
     lines += ["", "## Results per variant", "", *md_table(*table)]
@@ -128,6 +133,16 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def _glance(claims: list[Claim]) -> tuple[str, list[str], str]:
+    """The console's headline (verdicts.text.headline) as a page's parts: the line that says
+    the seeds, the claims' items, the note below the floor ("": none)."""
+    lines = headline(claims)
+    if not lines:
+        return "", [], ""
+    listed = [line for line in lines if line.startswith("- ")]
+    return lines[0], listed, "".join(lines[1 + len(listed) :])
+
+
 def _html_table(columns: list[str], body: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(
@@ -151,9 +166,13 @@ def to_html(
     """One file, nothing external: CSS inline, PNGs as data: URIs."""
     title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
     overlap = overlap_line(settings.design, settings.seeds) if settings.design else ""
+    said, listed, note = _glance(claims)
+    items = "".join(f"<li>{html.escape(line[2:])}</li>" for line in listed)
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
         f"<style>{STYLE}</style></head><body><h1>{title}</h1><p>{html.escape(INTRO)}</p>",
+        *([f"<h2>At a glance</h2><p>{html.escape(said)}</p><ul>{items}</ul>",
+           f"<p>{html.escape(note)}</p>" if note else ""] if said else []),
         "<h2>Settings</h2>", _html_table(["setting", "value"], _settings_rows(settings)),
         _manifest_html(settings.manifest),
         "<h2>Results per variant</h2>", _html_table(*table),
