@@ -66,6 +66,10 @@ def test_the_main_command_runs_as_the_readme_says(newcomer: dict) -> None:
     }
     assert "GPU available" in logs["pretrain.a_softmax.seed0.log"]  # Lightning's own lines stay
     assert [name for name, text in logs.items() if "Tip:" in text] == []  # its adverts do not
+    # nor its two warnings no user can act on (ssmax.host.logs.NOT_ACTIONABLE; srun's where
+    # SLURM is installed, as on CI)
+    said = [name for name, text in logs.items() if "LeafSpec" in text or "`srun`" in text]
+    assert said == []
 
 
 @pytest.mark.slow
