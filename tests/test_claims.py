@@ -12,7 +12,7 @@ from ssmax.verdicts.claims import PRIMARY, claims, decide, in_scope
 from ssmax.verdicts.multiplicity import DISAGREE, UNDECIDABLE
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.stats import Interval, seeds_for_power, t975
-from ssmax.verdicts.text import claim_rows, headline, untested_line
+from ssmax.verdicts.text import claim_rows, primary_lines, untested_line
 from tests.typed_outputs import typed
 
 VARIANTS = {
@@ -36,10 +36,7 @@ def results(pretrain: dict[str, list[float]], loss_at: dict[str, dict[str, list[
     return Results.from_inputs(typed(inputs), Settings("test", [0, 1, 2], 128))
 
 
-PRIMARY_TEXT = (
-    "Sec. 3.1, Fig. 4: (b), (c), (d) reach a lower pretraining loss (here: final "
-    "validation loss) than (a)"
-)
+PRIMARY_TEXT = "(b), (c), (d) reach a lower pretraining loss than (a) (Sec. 3.1)"
 
 
 def claim(res: Results, key: str):  # noqa: ANN201
@@ -97,14 +94,14 @@ def test_the_console_headline_says_the_primary_verdicts_and_the_floor_below_it()
         a = [4.5 + 0.01 * i for i in range(n)]
         lower = [x - g for x, g in zip(a, gap, strict=False)]
         checked = claims(results({"a": a, "b": lower, "c": lower, "d": lower}))
-        lines = headline([c for c in checked if c.key == "pretrain_lower"])
+        lines = primary_lines([c for c in checked if c.key == "pretrain_lower"])
         verdict = "holds" if n == 7 else f"not decidable at {n} seed{'s' * (n > 1)}"
         assert lines[:2] == [f"the paper's primary claims, {n} seed{'s' * (n > 1)}:",
                              f"- {PRIMARY_TEXT}: {verdict}"]  # fmt: skip
         assert lines[2:] == ([] if n == 7 else [
             "(the rule decides none below 7 seeds, however large a gap: `make plan SEEDS=...` "
             "says what more seeds take here)"])  # fmt: skip
-    assert headline([c for c in checked if c.family != "primary"]) == []
+    assert primary_lines([c for c in checked if c.family != "primary"]) == []
 
 
 def test_below_the_floor_an_ordering_is_not_decidable_at_it_inconclusive() -> None:

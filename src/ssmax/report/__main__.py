@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     dest = Path(args.dest) if args.dest else output_dir / "report"
     out = build_report(inputs, settings, dest, declared())
     print(f"report: {out['report_md']}\n        {out['report_html']}")
-    print("\n".join(f"  {line}" for line in out["headline"]))
+    print("\n".join(f"  {line}" for line in out["primary_claims"]))
     return 0
 
 

@@ -25,7 +25,7 @@ from ssmax.verdicts.pn_fit import pn_fits
 from ssmax.verdicts.published_file import counts
 from ssmax.verdicts.results import Design, Results, Settings, Table
 from ssmax.verdicts.rivals import board_json, leaderboard, rival_claims
-from ssmax.verdicts.text import headline
+from ssmax.verdicts.text import primary_lines
 
 
 def model_rows(inputs: dict[str, Any]) -> list[list[str]]:
@@ -182,6 +182,6 @@ def build_report(
         "report_html": str(page),
         "results": table,
         "claims": {c.key: c.verdict for c in checked},
-        "headline": headline(checked),
+        "primary_claims": primary_lines(checked),
         "figures": {f.key: str(f.png) if f.png else f"n/a: {f.missing}" for f in figures},
     }

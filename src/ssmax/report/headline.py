@@ -9,14 +9,7 @@ from __future__ import annotations
 from ssmax.verdicts.claims import PRIMARY, Checked, Claim, claims
 from ssmax.verdicts.published_file import Published
 from ssmax.verdicts.results import Results, Settings, Table
-
-SHORT = {  # what each primary claim says, in a few words (its full text: verdicts.claims)
-    "pretrain_lower": "(b), (c), (d) reach a lower pretraining loss than (a) (Sec. 3.1)",
-    "long_loss_bc": "(b) and (c) keep a lower loss than (a) past N, theta x50 (Sec. 3.2)",
-    "niah_b_above_a": "(b) retrieves better than (a) past N (NIAH, Sec. 3.3)",
-    "needle_b_above_a": "(b)'s top needle score is above (a)'s (Sec. 3.4)",
-    "niah_ef_between": "(e) and (f) retrieve better than (a) but worse than (b) (Sec. 3.3)",
-}
+from ssmax.verdicts.text import SHORT
 
 
 def _effect(k: Checked) -> str:

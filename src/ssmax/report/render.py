@@ -21,8 +21,8 @@ from ssmax.verdicts.text import (
     board_line,
     board_rows,
     claim_rows,
-    headline,
     md_table,
+    primary_lines,
     untested_line,
 )
 
@@ -134,9 +134,9 @@ def markdown(
 
 
 def _glance(claims: list[Claim]) -> tuple[str, list[str], str]:
-    """The console's headline (verdicts.text.headline) as a page's parts: the line that says
+    """The console's lines (verdicts.text.primary_lines) as a page's parts: the line that says
     the seeds, the claims' items, the note below the floor ("": none)."""
-    lines = headline(claims)
+    lines = primary_lines(claims)
     if not lines:
         return "", [], ""
     listed = [line for line in lines if line.startswith("- ")]

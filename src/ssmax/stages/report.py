@@ -33,7 +33,7 @@ class Outputs:
     results: dict[str, dict[str, dict[int, float]]]
     claims: dict[str, str]
     figures: dict[str, str]
-    headline: list[str] = field(default_factory=list)
+    primary_claims: list[str] = field(default_factory=list)
 
 
 # uses: shown in the report's settings (a preset's cuts too; whether its CPU bits are pinned).
@@ -45,7 +45,7 @@ SPEC = StageSpec(reads=("pipeline.seeds", "pipeline.variants", "preset.design"),
                  files=("docs/results/verdict_seeds3-10.json",), outputs=Outputs,
                  # the pipeline's run: the report as its artifacts; at its end, the page's path
                  # and the primary claims' verdicts
-                 artifacts=("report",), shows=("report_md", "headline"),
+                 artifacts=("report",), shows=("report_md", "primary_claims"),
                  hosts_closer=True)  # fmt: skip
 
 

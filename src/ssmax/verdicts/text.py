@@ -112,16 +112,25 @@ def family_text(c: Claim) -> str:
     return f"{c.family} ({how}, m = {c.m}; permutation floor {c.floor} seeds)"
 
 
-def headline(checked: list[Claim]) -> list[str]:
-    """The paper's primary claims, a line each, for the console at a run's end (the report has
-    the rest): the verdict, and where the run has fewer seeds than the family's permutation
-    floor, that no number of them decides."""
+SHORT = {  # what each primary claim says, in a few words (its full text: verdicts.claims)
+    "pretrain_lower": "(b), (c), (d) reach a lower pretraining loss than (a) (Sec. 3.1)",
+    "long_loss_bc": "(b) and (c) keep a lower loss than (a) past N, theta x50 (Sec. 3.2)",
+    "niah_b_above_a": "(b) retrieves better than (a) past N (NIAH, Sec. 3.3)",
+    "needle_b_above_a": "(b)'s top needle score is above (a)'s (Sec. 3.4)",
+    "niah_ef_between": "(e) and (f) retrieve better than (a) but worse than (b) (Sec. 3.3)",
+}
+
+
+def primary_lines(checked: list[Claim]) -> list[str]:
+    """The paper's primary claims, a line each (SHORT), for the console at a run's end and the
+    report's first section: the verdict, and where the run has fewer seeds than the family's
+    permutation floor, that no gap decides."""
     primary = [c for c in checked if c.family == "primary"]
     if not primary:
         return []
     n = max((k.n for c in primary for k in c.checks), default=0)
     lines = [f"the paper's primary claims, {n} seed{'s' * (n != 1)}:"]
-    lines += [f"- {c.text}: {c.shown}" for c in primary]
+    lines += [f"- {SHORT.get(c.key, c.text)}: {c.shown}" for c in primary]
     if n < primary[0].floor:
         lines.append(f"(the rule decides none below {primary[0].floor} seeds, however large a "
                      "gap: `make plan SEEDS=...` says what more seeds take here)")  # fmt: skip
