@@ -44,7 +44,7 @@ def newcomer(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> di
     rebuilt = subprocess.run(make_command(clone, "report"), cwd=clone, env=env, capture_output=True,
                              text=True, timeout=600)  # fmt: skip
     assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]
-    return {"clone": clone, "command": main, "node": Path(node_report).parent,
+    return {"clone": clone, "command": main, "node": Path(node_report).parent, "said": ran.stdout,
             "rebuilt": clone / "outputs" / "report"}  # fmt: skip
 
 
@@ -66,6 +66,9 @@ def test_the_main_command_runs_as_the_readme_says(newcomer: dict) -> None:
     }
     assert "GPU available" in logs["pretrain.a_softmax.seed0.log"]  # Lightning's own lines stay
     assert [name for name, text in logs.items() if "Tip:" in text] == []  # its adverts do not
+    # each node ended says how many of the run's have (ssmax.pipeline.progress), in order
+    counts = re.findall(r"^done    \S+ \(\S+ s; (\d+)/(\d+)", newcomer["said"], re.M)
+    assert [int(k) for k, _ in counts] == list(range(1, 46)) and {n for _, n in counts} == {"45"}
     # nor its two warnings no user can act on (ssmax.host.logs.NOT_ACTIONABLE; srun's where
     # SLURM is installed, as on CI)
     said = [name for name, text in logs.items() if "LeafSpec" in text or "`srun`" in text]

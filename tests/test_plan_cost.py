@@ -14,9 +14,9 @@ from ssmax.pipeline.__main__ import main
 from ssmax.pipeline.declaration import PIPELINES_DIR, available, load
 from ssmax.pipeline.plan_cost import (
     NodeCost,
-    _duration,
     critical_path_hours,
     downstream_flops,
+    duration,
     plan_costs,
     scheduled_hours,
     stage_cost,
@@ -244,7 +244,7 @@ def test_more_seeds_cost_what_the_finished_seed_took(smoke_pipeline: list[str], 
     assert {c.name.split("/")[-1] for c in todo if "/" in c.name} == {"seed7"}
     assert left.startswith(f"left to run ({len(todo)} of {len(jobs)} nodes;")
     hours = sum(c.wall_hours(1.0) for c in todo)
-    assert f"): {_duration(hours)} one node after another" in left
+    assert f"): {duration(hours)} one node after another" in left
 
 
 def test_scheduled_hours_fill_the_workers_slots() -> None:

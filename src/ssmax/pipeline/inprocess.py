@@ -19,6 +19,7 @@ from ssmax.pipeline.bundle import EVALS, BundleJob, blocked_nodes, nodes_of, set
 from ssmax.pipeline.bundle_evals import execute_evals
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.mlflow_runs import ParentRun
+from ssmax.pipeline.progress import Progress
 from ssmax.pipeline.run import execute_node
 from ssmax.stages.spec import stage_spec
 
@@ -46,8 +47,11 @@ def adopt(jobs: list[Job], parent: ParentRun) -> None:
             node.parent_run_id = run_id
 
 
-def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
+def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun,
+                  progress: Progress | None = None) -> dict[str, str]:  # fmt: skip
+    """Each job in turn (progress: the caller's, where it runs these among others)."""
     adopt(jobs, parent)
+    progress = progress or Progress.of(jobs)
     states: dict[str, str] = {}
     for job in jobs:  # inputs come first
         cut, whole = blocked_nodes(job, states)  # a bundle goes on without its blocked seeds
@@ -59,12 +63,15 @@ def run_inprocess(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun)
             try:
                 record = execute(job)
             except ConfigError as err:  # bad input found only once its data is built: one line
-                log(f"FAILED  {job.name}: {err}")
                 states |= settle(job, "failed")
+                log(f"FAILED  {job.name}: {err} ({progress.after(states)})")
             except Exception:  # one node's failure must not lose the others' work
-                log(f"FAILED  {job.name}\n{traceback.format_exc(limit=-3)}")
                 states |= settle(job, "failed")
+                log(
+                    f"FAILED  {job.name} ({progress.after(states)})\n"
+                    f"{traceback.format_exc(limit=-3)}"
+                )
             else:
                 states |= settle(job, "done")
-                log(f"done    {job.name} ({record['wall_s']:.1f} s)")
+                log(f"done    {job.name} ({record['wall_s']:.1f} s; {progress.after(states)})")
     return states

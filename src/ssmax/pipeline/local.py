@@ -26,6 +26,7 @@ from ssmax.host.environ import patched_environ
 from ssmax.pipeline.bundle import BundleJob, blocked_nodes, settle, time_limit
 from ssmax.pipeline.inprocess import EVALS, FINISHED, Job, Log, adopt, execute, run_inprocess
 from ssmax.pipeline.mlflow_runs import ParentRun, close_dead_runs
+from ssmax.pipeline.progress import Progress
 from ssmax.pipeline.snapshot import snapshot
 from ssmax.pipeline.stage_code import stage_code
 from ssmax.stages.spec import stage_spec
@@ -78,6 +79,7 @@ def _schedule(
     # Longest remaining path first: the long pretrainings start before short evals that wait
     # on nothing (in DAG order, (c) and (d) would pretrain only after (a)'s and (b)'s evals).
     pending.sort(key=lambda job: -job.remaining)
+    progress = Progress.of(pending)
     running: dict[str, _Worker] = {}
     before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans
     try:
@@ -90,7 +92,7 @@ def _schedule(
                     pending.remove(job)
                 elif ready and job.inline:
                     pending.remove(job)  # no worker to start
-                    states |= run_inprocess([job], cfg, log, parent)
+                    states |= run_inprocess([job], cfg, log, parent, progress)
                 elif ready and len(running) < workers:
                     job.threads = threads
                     running[job.name] = _Worker(context, job, logs)
@@ -104,9 +106,12 @@ def _schedule(
                 del running[name]
                 states |= settle(worker.job, state)
                 if state == "done":
-                    log(f"done    {name} ({detail['wall_s']:.1f} s)")
+                    log(f"done    {name} ({detail['wall_s']:.1f} s; {progress.after(states)})")
                 else:
-                    log(f"FAILED  {name}: {detail} (log: {worker.log_path})")
+                    log(
+                        f"FAILED  {name}: {detail} (log: {worker.log_path}; "
+                        f"{progress.after(states)})"
+                    )
                 for line in worker.kept_lines():
                     log(f"kept    {name}: {line}")
     finally:  # interrupted: no orphan keeps training, and none of their runs stays RUNNING

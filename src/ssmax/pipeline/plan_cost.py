@@ -152,7 +152,7 @@ def over_timeout(base: DictConfig, costs: list[NodeCost]) -> str | None:
             continue
         minutes = cost.wall_hours(throughput) * 60
         if minutes > limit:
-            return (f"{cost.name} would take ~{_duration(minutes / 60)} (the plan's estimate, "
+            return (f"{cost.name} would take ~{duration(minutes / 60)} (the plan's estimate, "
                     f"basis {cost.basis}), past executor.timeout_min={limit:g} after which the "
                     f"local executor kills a node; raise executor.timeout_min to at least "
                     f"{math.ceil(minutes * 1.5)} or run it with another executor")  # fmt: skip
@@ -234,7 +234,7 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
             lines.append(
                 f"{n.name:<42} {_count(n.tokens):>9} {n.flops:>9.2e} "
                 f"{gpu_h:>10} {n.basis:>8} {gpus:>4} "
-                f"{_duration(n.wall_hours(throughput)):>8} {_bytes(n.disk):>8}"
+                f"{duration(n.wall_hours(throughput)):>8} {_bytes(n.disk):>8}"
             )
     tokens, flops = sum(n.tokens for n in costs), sum(n.flops for n in costs)
     gpu_h = sum(n.gpu_hours(throughput) for n in costs)
@@ -243,9 +243,9 @@ def format_costs(base: DictConfig, costs: list[NodeCost]) -> str:
     lines += [
         f"{'total':<42} {_count(tokens):>9} {flops:>9.2e} {'-' if cpu else _hours(gpu_h):>10} "
         f"{'':>8} {'':>4} "
-        f"{_duration(sequential):>8} {_bytes(sum(n.disk for n in costs)):>8}",
-        f"wall: {_duration(sequential)} one node after another, "
-        f"{_duration(critical_path_hours(costs, throughput))} with independent nodes side by "
+        f"{duration(sequential):>8} {_bytes(sum(n.disk for n in costs)):>8}",
+        f"wall: {duration(sequential)} one node after another, "
+        f"{duration(critical_path_hours(costs, throughput))} with independent nodes side by "
         f"side (enough {'cores' if cpu else 'GPUs'})" + _workers_wall(base, costs, throughput),
         f"shards (data.shards_dir, uint16): {_bytes(read * SHARD_BYTES)} for the "
         f"{_count(read)} tokens one pretraining reads; preparing a whole corpus takes 2 bytes "
@@ -269,8 +269,8 @@ def _left_line(base: DictConfig, costs: list[NodeCost], throughput: float) -> li
     sequential = sum(c.wall_hours(throughput) for c in left)
     after = [c if not c.cached else replace(c, seconds=0.0, flops=0.0, cpu=True) for c in costs]
     return [f"left to run ({len(left)} of {len(costs)} nodes; the cached ones take nothing): "
-            f"{_duration(sequential)} one node after another, "
-            f"{_duration(critical_path_hours(after, throughput))} with independent nodes side by "
+            f"{duration(sequential)} one node after another, "
+            f"{duration(critical_path_hours(after, throughput))} with independent nodes side by "
             f"side" + _workers_wall(base, after, throughput)]  # fmt: skip
 
 
@@ -278,7 +278,7 @@ def _workers_wall(base: DictConfig, costs: list[NodeCost], throughput: float) ->
     if base.executor.kind != "local":
         return ""
     workers = int(base.executor.workers)
-    return (f", {_duration(scheduled_hours(costs, throughput, workers))} with executor.workers="
+    return (f", {duration(scheduled_hours(costs, throughput, workers))} with executor.workers="
             f"{workers}")  # fmt: skip
 
 
@@ -345,7 +345,7 @@ def _count(x: float) -> str:
     return f"{x:.0f}"
 
 
-def _duration(hours: float) -> str:
+def duration(hours: float) -> str:
     if not hours:
         return "-"
     if hours >= 48:
