@@ -186,7 +186,7 @@ CLAIMS = (
         'return "primary" if c.key in PRIMARY else "secondary"',
         'return "secondary" if c.key in PRIMARY else "primary"'),
     Bug("seeds-to-decide-uncorrected", "verdicts/claims.py",
-        "level = ALPHA / max(c.m, 1)", "level = ALPHA"),
+        "level = ALPHA / max(m, 1)", "level = ALPHA"),
     Bug("outliers-on-one-side", "verdicts/claims.py",
         "if abs(x) > OUTLIER_Z]", "if x > OUTLIER_Z]"),
     Bug("pn-differences-against-0", "verdicts/claims.py",
