@@ -18,6 +18,8 @@ EXECUTOR ?= $(if $(filter tiny,$(PRESET)),local,inprocess)
 RUN_ARGS = paths.output_dir=$(OUTPUT_DIR) $(if $(TRACKING_URI),tracking.tracking_uri=$(TRACKING_URI))
 PIPELINE_ARGS = preset=$(PRESET) pipeline.file=$(PIPELINE) $(if $(SEEDS),"pipeline.seeds=[$(SEEDS)]") \
 	executor=$(EXECUTOR) $(RUN_ARGS) $(ARGS)
+# ARGS: more flags or overrides, last on the command line of whichever target runs one
+# (an unknown flag is refused in one line, never ignored)
 ARGS ?=
 PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
@@ -70,33 +72,33 @@ status: setup ## Each node's state on disk (cached / partial / to-run)
 	$(PY) -m ssmax.pipeline status $(PIPELINE_ARGS)
 
 report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (nothing re-runs)
-	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR) $(if $(TRACKING_URI),--tracking-uri $(TRACKING_URI))
+	$(PY) -m ssmax.report --output-dir $(OUTPUT_DIR) $(if $(TRACKING_URI),--tracking-uri $(TRACKING_URI)) $(ARGS)
 
 confirm: setup ## The registered confirmatory run (docs/registration/): its seeds one at a time at the registered commit, each recorded as it ends; resumable (ARGS=--max-seeds=K; REGISTRATION=...json ARGS=--design: its design seeds, first)
 	$(PY) -m ssmax.registration.run cpu $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
 
 confirm-page: setup ## docs/confirmatory.md from the registered run's seed records, and its README lines (verdicts only once every seed is in); REGISTRATION=...arms-2026-11-29.json: docs/arms.md
-	$(PY) -m ssmax.registration.judge $(if $(REGISTRATION),--registration $(REGISTRATION))
+	$(PY) -m ssmax.registration.judge $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
 
 equivalence: setup ## Whether HEAD computes what the registration's commit computes (the smoke pipeline from copies of both, numbers byte for byte; ~5 min), recorded for the judge: run before a GPU loan runs a registration's gpu seeds (REGISTRATION=...)
-	$(PY) -m ssmax.registration.equivalence $(if $(REGISTRATION),--registration $(REGISTRATION))
+	$(PY) -m ssmax.registration.equivalence $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
 
 results-page: setup ## docs/results.md's leaderboard (and docs/figures/leaderboard_niah.png), per-seed and verdict tables and the README's, from docs/results/*.json
-	$(PY) -m ssmax.report.published
+	$(PY) -m ssmax.report.published $(ARGS)
 
 sync: setup ## Copy OUTPUT_DIR's MLflow store to a server, TRACKING_URI=http://HOST:PORT (runs, metrics, artifacts, models; again: nothing doubled)
-	$(PY) -m ssmax.tracking.sync --output-dir $(OUTPUT_DIR) --tracking-uri '$(TRACKING_URI)'
+	$(PY) -m ssmax.tracking.sync --output-dir $(OUTPUT_DIR) --tracking-uri '$(TRACKING_URI)' $(ARGS)
 
 export: setup ## A finished node as a transformers folder (NODE=sft/b_ssmax/seed0 OUT=... ARGS=--rope-factor=50)
 	$(PY) -m ssmax.export --node $(NODE) $(if $(OUT),--out $(OUT)) $(PIPELINE_ARGS)
 
 mlflow-ui: setup ## Serve the MLflow UI over OUTPUT_DIR/mlflow.db on PORT (Ctrl-C stops it)
-	$(PY) -m ssmax.tracking.ui --output-dir $(OUTPUT_DIR) --port $(PORT)
+	$(PY) -m ssmax.tracking.ui --output-dir $(OUTPUT_DIR) --port $(PORT) $(ARGS)
 
 mlflow-server: setup ## A tracking server for clusters with logins: HOST=0.0.0.0 PORT=5000 (AUTH=off BACKEND_STORE_URI=postgresql://...); prints the tracking.tracking_uri to set and where the admin password is
 	$(PY) -m ssmax.tracking.server --dir $(SERVER_DIR) --host $(HOST) --port $(PORT) --auth $(AUTH) \
 		$(if $(BACKEND_STORE_URI),--backend-store-uri '$(BACKEND_STORE_URI)') \
-		$(if $(ARTIFACTS_DESTINATION),--artifacts-destination '$(ARTIFACTS_DESTINATION)')
+		$(if $(ARTIFACTS_DESTINATION),--artifacts-destination '$(ARTIFACTS_DESTINATION)') $(ARGS)
 
 train: setup ## Pretrain one variant offline (PRESET=tiny VARIANT=a_softmax ARGS="...")
 	$(PY) -m ssmax.train preset=$(PRESET) variant=$(VARIANT) $(RUN_ARGS) $(ARGS)
