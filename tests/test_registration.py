@@ -52,8 +52,10 @@ def test_registered_seeds_are_fresh() -> None:
 def test_a_bad_registration_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{")
-    with pytest.raises(SystemExit, match="is not JSON"):
+    with pytest.raises(SystemExit, match="is not JSON") as refused:
         load(bad)
+    assert "a registration is its .json file: docs/registration/arms-2026-11-29.json" in str(
+        refused.value)  # its page given for it: the files there are  # fmt: skip
     bad.write_text("{}")
     with pytest.raises(SystemExit, match="is not a registration: KeyError"):
         load(bad)

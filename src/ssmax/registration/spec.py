@@ -63,16 +63,20 @@ class Registration:
         return self.path.parent.parent / f"{DATED.sub('', self.name)}.md"
 
 
+def _known() -> str:
+    return ", ".join(shown(p) for p in sorted(REGISTRATION.parent.glob("*.json")))
+
+
 def load(path: Path = REGISTRATION) -> Registration:
     """The registration at path; a one-line SystemExit naming what is missing or malformed."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        known = ", ".join(shown(p) for p in sorted(REGISTRATION.parent.glob("*.json")))
-        raise SystemExit(f"no registration at {path}; registered: {known}") from None
-    except json.JSONDecodeError as e:
-        raise SystemExit(f"{path} is not JSON ({e.msg}, line {e.lineno})") from None
+        raise SystemExit(f"no registration at {path}; registered: {_known()}") from None
+    except json.JSONDecodeError as e:  # its page (.md) given for it, most likely
+        raise SystemExit(f"{path} is not JSON ({e.msg}, line {e.lineno}); a registration is "
+                         f"its .json file: {_known()}") from None  # fmt: skip
     try:
         return Registration(
             name=path.stem, code_commit=str(data["code_commit"]), preset=str(data["preset"]),
