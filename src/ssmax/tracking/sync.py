@@ -33,7 +33,6 @@ from typing import Any
 
 from ssmax.files.atomic import atomic_write_text
 from ssmax.files.flock import exclusive
-from ssmax.host.cli import Parser
 from ssmax.tracking.reach import check_reachable
 from ssmax.tracking.runs import close_dead
 from ssmax.tracking.spool import deliver_pending
@@ -296,6 +295,10 @@ def merge_nodes(output_dir: str | Path, node: str | Path | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # lazy: the report stage imports this module (merge_nodes), and what a stage's import loads
+    # is in its fingerprint unless it shapes no result (tests/test_stage_reads.py)
+    from ssmax.host.cli import Parser
+
     parser = Parser("ssmax.tracking.sync", description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", default="outputs", help="the folder whose store to copy")
     parser.add_argument("--tracking-uri", required=True, help="the server: http://HOST:PORT")
