@@ -22,7 +22,7 @@ from ssmax.verdicts.text import (
     board_rows,
     claim_rows,
     md_table,
-    primary_lines,
+    primary_parts,
     untested_line,
 )
 
@@ -96,9 +96,10 @@ def markdown(
     board: tuple[Sequence[Row], Claim | None] = ((), None),
 ) -> str:  # fmt: skip
     lines = [f"# ssmax-repro report ({settings.preset} preset)", "", INTRO, ""]
-    said, listed, note = _glance(claims)
+    said, listed, note = primary_parts(claims)
     if said:  # what the pipeline printed at its end
-        lines += ["## At a glance", "", said, "", *listed, "", *([note, ""] if note else [])]
+        lines += ["## At a glance", "", said, "", *(f"- {c}" for c in listed), "",
+                  *([note, ""] if note else [])]  # fmt: skip
     lines += ["## Settings", ""]
     lines += md_table(["setting", "value"], _settings_rows(settings))
     lines += _manifest_md(settings.manifest)
@@ -133,16 +134,6 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def _glance(claims: list[Claim]) -> tuple[str, list[str], str]:
-    """The console's lines (verdicts.text.primary_lines) as a page's parts: the line that says
-    the seeds, the claims' items, the note below the floor ("": none)."""
-    lines = primary_lines(claims)
-    if not lines:
-        return "", [], ""
-    listed = [line for line in lines if line.startswith("- ")]
-    return lines[0], listed, "".join(lines[1 + len(listed) :])
-
-
 def _html_table(columns: list[str], body: list[list[str]]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = "".join(
@@ -166,8 +157,8 @@ def to_html(
     """One file, nothing external: CSS inline, PNGs as data: URIs."""
     title = html.escape(f"ssmax-repro report ({settings.preset} preset)")
     overlap = overlap_line(settings.design, settings.seeds) if settings.design else ""
-    said, listed, note = _glance(claims)
-    items = "".join(f"<li>{html.escape(line[2:])}</li>" for line in listed)
+    said, listed, note = primary_parts(claims)
+    items = "".join(f"<li>{html.escape(c)}</li>" for c in listed)
     parts = [
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
         f"<style>{STYLE}</style></head><body><h1>{title}</h1><p>{html.escape(INTRO)}</p>",

@@ -121,20 +121,26 @@ SHORT = {  # what each primary claim says, in a few words (its full text: verdic
 }
 
 
-def primary_lines(checked: list[Claim]) -> list[str]:
-    """The paper's primary claims, a line each (SHORT), for the console at a run's end and the
-    report's first section: the verdict, and where the run has fewer seeds than the family's
-    permutation floor, that no gap decides."""
+def primary_parts(checked: list[Claim]) -> tuple[str, list[str], str]:
+    """The paper's primary claims for the console at a run's end and the report's first
+    section: the line that says the seeds, a verdict a claim (SHORT), and where the run has
+    fewer seeds than the family's permutation floor, that no gap decides ("": none; all "" and
+    no claims where the run has no primary claim)."""
     primary = [c for c in checked if c.family == "primary"]
     if not primary:
-        return []
+        return "", [], ""
     n = max((k.n for c in primary for k in c.checks), default=0)
-    lines = [f"the paper's primary claims, {n} seed{'s' * (n != 1)}:"]
-    lines += [f"- {SHORT.get(c.key, c.text)}: {c.shown}" for c in primary]
-    if n < primary[0].floor:
-        lines.append(f"(the rule decides none below {primary[0].floor} seeds, however large a "
-                     "gap: `make plan SEEDS=...` says what more seeds take here)")  # fmt: skip
-    return lines
+    note = (f"(the rule decides none below {primary[0].floor} seeds, however large a gap: "
+            "`make plan SEEDS=...` says what more seeds take here)") if n < primary[0].floor \
+        else ""  # fmt: skip
+    return (f"the paper's primary claims, {n} seed{'s' * (n != 1)}:",
+            [f"{SHORT.get(c.key, c.text)}: {c.shown}" for c in primary], note)  # fmt: skip
+
+
+def primary_lines(checked: list[Claim]) -> list[str]:
+    """primary_parts as the console's lines, a claim a `- ` item."""
+    said, claims, note = primary_parts(checked)
+    return [said, *(f"- {c}" for c in claims), *([note] if note else [])] if said else []
 
 
 def claim_rows(claims: list[Claim]) -> list[list[str]]:
