@@ -5,8 +5,11 @@ folder's by the closing job), profile checks before sbatch."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
+import re
 import shutil
 import sys
 import time
@@ -91,7 +94,9 @@ def smoke_dag(
     facts["submitted"] = job_count(slurm_cluster) - before
     assert main(["run", *overrides]) == 0  # while queued/running: adopts, submits nothing
     facts["resubmitted_while_queued"] = job_count(slurm_cluster) - before - facts["submitted"]
-    assert main(["run", *overrides, "--wait"]) == 0
+    with contextlib.redirect_stdout(io.StringIO()) as said:
+        assert main(["run", *overrides, "--wait"]) == 0
+    facts["wait_said"] = said.getvalue()
     slurm_s = time.perf_counter() - start
     # --wait adopted the first invocation's jobs: it also waits for that run's closing job
     facts["runs_after_wait"] = [r.info.status for r in parent_runs(overrides)]
@@ -107,6 +112,17 @@ def test_client_submits_and_returns(smoke_dag: dict) -> None:
     assert smoke_dag["submitted"] == NODES + 1  # one job per node, and the job closing the run
     assert set(smoke_dag["right_after"]) <= {"queued", "running", "done"}
     assert "queued" in smoke_dag["right_after"]  # it did not wait for them
+
+
+def test_waiting_says_how_far_the_run_is(smoke_dag: dict) -> None:
+    """`--wait` says each node it waits for as it ends, with the nodes ended of those and,
+    while some are left, the time left at the run's pace (ssmax.pipeline.progress)."""
+    ended = re.findall(r"^done +\S+ \(job \d+, COMPLETED; (\d+)/(\d+)(, ~.+ left)?\)$",
+                       smoke_dag["wait_said"], re.MULTILINE)  # fmt: skip
+    assert ended, smoke_dag["wait_said"]  # a chain of jobs outlasts two in-process invocations
+    n = len(ended)
+    assert [(int(k), int(of)) for k, of, _ in ended] == [(k, n) for k in range(1, n + 1)]
+    assert ended[-1][2] == "", ended  # nothing left: no estimate
 
 
 def test_reinvoking_adopts_jobs_in_flight(smoke_dag: dict) -> None:

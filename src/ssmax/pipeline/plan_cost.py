@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.pipeline import measured
 from ssmax.pipeline.job import NodeJob
+from ssmax.pipeline.progress import duration
 from ssmax.pipeline.slurm import stage_resources
 from ssmax.stages.costing import StageCost, per_token
 from ssmax.stages.spec import stage_module
@@ -343,16 +344,6 @@ def _count(x: float) -> str:
         if x >= size:
             return f"{x / size:.1f}{unit}"
     return f"{x:.0f}"
-
-
-def duration(hours: float) -> str:
-    if not hours:
-        return "-"
-    if hours >= 48:
-        return f"{hours / 24:.1f} d"
-    if hours >= 1:
-        return f"{hours:.1f} h"
-    return f"{hours * 60:.1f} min" if hours >= 1 / 60 else f"{hours * 3600:.2g} s"
 
 
 def _hours(x: float) -> str:

@@ -12,7 +12,17 @@ from dataclasses import dataclass, field
 
 from ssmax.pipeline.bundle import BundleJob, nodes_of
 from ssmax.pipeline.job import NodeJob
-from ssmax.pipeline.plan_cost import duration
+
+
+def duration(hours: float) -> str:
+    """A time for people: '-', '12 s', '3.5 min', '2.1 h', '3.0 d'."""
+    if not hours:
+        return "-"
+    if hours >= 48:
+        return f"{hours / 24:.1f} d"
+    if hours >= 1:
+        return f"{hours:.1f} h"
+    return f"{hours * 60:.1f} min" if hours >= 1 / 60 else f"{hours * 3600:.2g} s"
 
 
 @dataclass

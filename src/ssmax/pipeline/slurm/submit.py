@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.mlflow_runs import close_pipeline_run
+from ssmax.pipeline.progress import Progress
 from ssmax.pipeline.run import execute_node
 from ssmax.pipeline.slurm.cluster_profile import closer_resources, stage_resources
 from ssmax.pipeline.slurm.jobs import (
@@ -176,15 +177,20 @@ def wait(
     cfg: DictConfig, jobs: list[NodeJob], ids: list[str], log: Log, closers: Sequence[str] = ()
 ) -> list[NodeStatus]:
     """Poll SLURM until no node job in ids (nor a closing job: the MLflow runs are closed when
-    this returns) is queued or running; log each node as it ends."""
+    this returns) is queued or running; log each node as it ends, with how far the run is."""
     poll = float(cfg.executor.poll_s)
     reported: set[str] = set()
+    progress: Progress | None = None
     while True:
         statuses = node_states(cfg, jobs, read_book(cfg))
+        if progress is None:  # the nodes of these jobs, timed from now
+            waited = {s.name for s in statuses if s.job_id in ids}
+            progress = Progress.of([job for job in jobs if job.name in waited])
         for s in statuses:
             if s.job_id in ids and not s.active and s.name not in reported:
                 reported.add(s.name)
-                log(f"{s.state:<8} {s.name} (job {s.job_id}, {s.slurm_state or 'gone'})")
+                slurm, far = s.slurm_state or "gone", progress.after({s.name: s.state})
+                log(f"{s.state:<8} {s.name} (job {s.job_id}, {slurm}; {far})")
         closing = any(st in ACTIVE for st, _ in query_states(list(closers)).values())
         if not closing and not any(s.active and s.job_id in ids for s in statuses):
             return statuses
