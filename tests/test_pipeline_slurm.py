@@ -117,7 +117,7 @@ def test_client_submits_and_returns(smoke_dag: dict) -> None:
 def test_waiting_says_how_far_the_run_is(smoke_dag: dict) -> None:
     """`--wait` says each node it waits for as it ends, with the nodes ended of those and,
     while some are left, the time left at the run's pace (ssmax.pipeline.progress)."""
-    ended = re.findall(r"^done +\S+ \(job \d+, \w+; (\d+)/(\d+)(, ~.+ left)?\)$",
+    ended = re.findall(r"^done +\S+ \(job \d+, (?:COMPLETED|ending); (\d+)/(\d+)(, ~.+ left)?\)$",
                        smoke_dag["wait_said"], re.MULTILINE)  # fmt: skip
     assert ended, smoke_dag["wait_said"]  # a chain of jobs outlasts two in-process invocations
     n = len(ended)

@@ -189,8 +189,10 @@ def wait(
         for s in statuses:
             if s.job_id in ids and not s.active and s.name not in reported:
                 reported.add(s.name)
-                slurm, far = s.slurm_state or "gone", progress.after({s.name: s.state})
-                log(f"{s.state:<8} {s.name} (job {s.job_id}, {slurm}; {far})")
+                slurm = s.slurm_state or "gone"  # a done node's job may still be closing
+                slurm = "ending" if s.state == "done" and slurm in ACTIVE else slurm
+                log(f"{s.state:<8} {s.name} (job {s.job_id}, {slurm}; "
+                    f"{progress.after({s.name: s.state})})")  # fmt: skip
         closing = any(st in ACTIVE for st, _ in query_states(list(closers)).values())
         if not closing and not any(s.active and s.job_id in ids for s in statuses):
             return statuses
