@@ -46,6 +46,14 @@ TRACKING_URI ?=
 NODE ?= sft/b_ssmax/seed0
 OUT ?=
 
+# make ignores a VAR=value it is given that this file never reads (VARIANTS=b_ssmax ran every
+# variant): each one given on the command line must be a setting above (a `?=` line)
+SETTINGS := $(shell sed -n 's/^\([A-Z_][A-Z_]*\) ?=.*/\1/p' $(firstword $(MAKEFILE_LIST)))
+UNKNOWN := $(sort $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(filter-out $(SETTINGS),$(v)))))
+ifneq ($(UNKNOWN),)
+$(error $(UNKNOWN): not a setting of this Makefile (make would ignore it); its settings: $(SETTINGS); a config key goes in ARGS, e.g. ARGS="pipeline.variants=[b_ssmax]")
+endif
+
 .DEFAULT_GOAL := help
 .PHONY: help setup reproduce-all plan status report results-page confirm confirm-page equivalence sync export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \
 	slurm-install cluster-up cluster-down cluster-status test-slurm train-all-slurm

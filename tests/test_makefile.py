@@ -56,3 +56,14 @@ def test_the_plan_of_another_folder_lies_in_it(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     dirs = [line.split()[-1] for line in out.stdout.splitlines() if line.startswith("to-run")]
     assert dirs and all(d.startswith(str(tmp_path)) for d in dirs), out.stdout[-2000:]
+
+
+def test_a_setting_the_makefile_does_not_read_is_refused_in_one_line() -> None:
+    """make ignores VAR=value it never reads: `make reproduce-all VARIANTS=b_ssmax` ran every
+    variant (2026-11-29). Each one given on the command line must be a setting of the file."""
+    said = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "reproduce-all", "VARIANTS=b",
+                           "PRESET=smoke", "ARGS=x"], capture_output=True, text=True)  # fmt: skip
+    assert said.returncode == 2 and said.stdout == "", said.stdout
+    (line,) = said.stderr.splitlines()
+    assert "*** VARIANTS: not a setting of this Makefile" in line, line
+    assert " PRESET " in line and "ARGS=" in line and "PRESET:" not in line, line
