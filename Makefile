@@ -60,6 +60,9 @@ endif
 
 help: ## Show this help
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@echo "Settings (make TARGET VAR=value; the Makefile's first lines say what each does; any other VAR is refused):"
+	@echo "$(SETTINGS)" | fold -s -w 94 | sed 's/^/  /; s/ *$$//'
+	@echo "Config keys go in ARGS, last on the command line: ARGS=\"pipeline.variants=[b_ssmax] executor.workers=4\""
 
 setup: $(VENV)/.installed ## Create .venv with the CPU torch and the project, transformers included (idempotent)
 
