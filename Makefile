@@ -53,6 +53,11 @@ UNKNOWN := $(sort $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin 
 ifneq ($(UNKNOWN),)
 $(error $(UNKNOWN): not a setting of this Makefile (make would ignore it); its settings: $(SETTINGS); a config key goes in ARGS, e.g. ARGS="pipeline.variants=[b_ssmax]")
 endif
+ifneq ($(SEEDS),)
+ifneq ($(shell echo '$(SEEDS)' | grep -Eqx '[0-9]+(,[0-9]+)*' && echo ok),ok)
+$(error SEEDS=$(SEEDS) is not a list of seeds; allowed: integers >= 0 separated by commas, e.g. SEEDS=0,1,2)
+endif
+endif
 
 .DEFAULT_GOAL := help
 .PHONY: help setup reproduce-all plan status report results-page confirm confirm-page equivalence sync export mlflow-ui mlflow-server train train-all test test-fast mutation-check lint format bench clean \

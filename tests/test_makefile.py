@@ -67,3 +67,13 @@ def test_a_setting_the_makefile_does_not_read_is_refused_in_one_line() -> None:
     (line,) = said.stderr.splitlines()
     assert "*** VARIANTS: not a setting of this Makefile" in line, line
     assert " PRESET " in line and "ARGS=" in line and "PRESET:" not in line, line
+
+
+@pytest.mark.parametrize("seeds", ["1,,2", "0 1", "-1", "3-5"])
+def test_seeds_that_are_not_a_list_are_refused_in_one_line(seeds: str) -> None:
+    """SEEDS=1,,2 reached Hydra as pipeline.seeds=[1,,2], whose parser's error told to quote."""
+    said = subprocess.run(["make", "-s", "-n", "-C", str(ROOT), "plan", f"SEEDS={seeds}"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert said.returncode == 2 and said.stdout == "", said.stdout
+    (line,) = said.stderr.splitlines()
+    assert f"SEEDS={seeds} is not a list of seeds; allowed: integers >= 0" in line, line
