@@ -180,12 +180,10 @@ def wait(
     this returns) is queued or running; log each node as it ends, with how far the run is."""
     poll = float(cfg.executor.poll_s)
     reported: set[str] = set()
-    progress: Progress | None = None
+    statuses = node_states(cfg, jobs, read_book(cfg))
+    waited = {s.name for s in statuses if s.job_id in ids}
+    progress = Progress.of([job for job in jobs if job.name in waited])  # timed from now
     while True:
-        statuses = node_states(cfg, jobs, read_book(cfg))
-        if progress is None:  # the nodes of these jobs, timed from now
-            waited = {s.name for s in statuses if s.job_id in ids}
-            progress = Progress.of([job for job in jobs if job.name in waited])
         for s in statuses:
             if s.job_id in ids and not s.active and s.name not in reported:
                 reported.add(s.name)
@@ -197,3 +195,4 @@ def wait(
         if not closing and not any(s.active and s.job_id in ids for s in statuses):
             return statuses
         time.sleep(poll)
+        statuses = node_states(cfg, jobs, read_book(cfg))
