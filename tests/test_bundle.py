@@ -281,6 +281,25 @@ def smoke_bundle(vmap: bool = True) -> tuple[SeedBundle, torch.Tensor, torch.Ten
     return bundle, ids[..., :-1], ids[..., 1:]
 
 
+def test_the_vmapped_forward_leaves_out_cudas_memory_efficient_kernel() -> None:
+    """Its vmap rule's backward is wrong on CUDA (model/bundle.py, VMAP_SDPA): the 2026-11-30
+    loan's bundles went non-finite at step 2. The kernel chosen in the forward fixes the
+    backward's, so the forward is where it must be off; tests/test_bundle_cuda.py checks the
+    gradients on a GPU."""
+    bundle, ids, labels = smoke_bundle()
+    seen: list[tuple[bool, bool]] = []
+    attn = bundle._base.model.layers[0].attn
+    flags = lambda *_: seen.append((torch.backends.cuda.mem_efficient_sdp_enabled(),  # noqa: E731
+                                    torch.backends.cuda.flash_sdp_enabled()))  # fmt: skip
+    handle = attn.register_forward_pre_hook(flags)
+    try:
+        bundle.loss(ids, labels)
+    finally:
+        handle.remove()
+    assert seen == [(False, True)]
+    assert torch.backends.cuda.mem_efficient_sdp_enabled()  # as it was, after
+
+
 def test_clip_per_seed_clips_only_the_seed_whose_gradient_is_huge() -> None:
     bundle, ids, labels = smoke_bundle()
     bundle.loss(ids, labels).sum().backward()

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ssmax.model import laws
 from ssmax.model.attention import VariantConfig
@@ -108,6 +109,15 @@ def init_model(
     return Transformer(model_cfg, variant, train_len)
 
 
+# The SDPA kernels vmap may pick. CUDA's memory-efficient kernel is left out: its batching
+# rule's backward is wrong under vmap (torch 2.11+cu130, H200, 2026-11-30: bf16 gradients ~300x
+# the loop's, non-finite by the second step; fp32 "LSE is not correctly aligned (strideH)";
+# pytorch/pytorch#191085 reports the fp32 failure). Flash and math gave the loop's gradients
+# there. The choice is fixed at the forward (its backward goes with the kernel); on the CPU
+# these are the kernels it had (its fused one is "flash").
+VMAP_SDPA = [SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]
+
+
 class SeedBundle:
     """K Transformers as stacked tensors: ``params[name]`` is an nn.Parameter [K, *shape] (the
     leaves an optimizer steps), ``buffers[name]`` a tensor [K, *shape]. ``seeds`` names the
@@ -176,7 +186,7 @@ class SeedBundle:
             raise ValueError(f"{input_ids.shape[0]} batches for {len(self)} seeds")
         if self.vmap:
             batched = torch.vmap(self._one, in_dims=(0, 0, 0, 0), randomness="error")
-            with vmappable_laws():
+            with vmappable_laws(), sdpa_kernel(VMAP_SDPA):
                 return batched(self.params, self.buffers, input_ids, labels)
         return torch.stack([
             self._one({n: p[k] for n, p in self.params.items()},
