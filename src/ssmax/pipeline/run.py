@@ -9,6 +9,7 @@ nodes with an executor under one MLflow run (ssmax.pipeline.mlflow_runs.ParentRu
 
 from __future__ import annotations
 
+import copy
 import shutil
 import time
 from pathlib import Path
@@ -67,15 +68,35 @@ def compose_pipeline(overrides: list[str]) -> DictConfig:
     return base
 
 
-def compose_node(overrides: list[str], base: DictConfig, variant: str, seed: int) -> DictConfig:
+def compose_node(
+    overrides: list[str],
+    base: DictConfig,
+    variant: str,
+    seed: int,
+    made: dict[str, DictConfig] | None = None,
+) -> DictConfig:
     """One node's config, validated: the pipeline's (base, composed from overrides) for a
-    variant and seed, with that variant's own overrides (pipeline.overrides.<variant>)."""
+    variant and seed, with that variant's own overrides (pipeline.overrides.<variant>).
+    made: the variant's config for another seed, where one was composed (filled here): a copy
+    of it with this seed is the config Hydra composes (tests/test_pipeline_plan.py), at
+    ~1/20 of a compose (~0.3 s; 336 of them planned a 48-seed run for ~100 s)."""
     extra = list(base.pipeline.overrides.get(variant) or [])
     with keys_named_first(extra, "pipeline", prefix=f"pipeline.overrides.{variant}: "):
-        cfg = composed(*overrides, f"variant={variant}", f"seed={seed}", *extra,
-                       config_name="pipeline")  # fmt: skip
+        if made is not None and variant in made and not any(sets_seed(o) for o in extra):
+            cfg = copy.deepcopy(made[variant])
+            cfg.seed = seed
+        else:
+            cfg = composed(*overrides, f"variant={variant}", f"seed={seed}", *extra,
+                           config_name="pipeline")  # fmt: skip
+            if made is not None:
+                made[variant] = copy.deepcopy(cfg)
         validate(cfg)
     return cfg
+
+
+def sets_seed(override: str) -> bool:
+    """Whether a Hydra override names the seed (a variant's own then wins over the node's)."""
+    return override.lstrip("+~").split("=", 1)[0].strip() == "seed"
 
 
 def declared(cfg: DictConfig) -> Declaration:
@@ -119,11 +140,12 @@ def plan(overrides: list[str], base: DictConfig | None = None) -> tuple[DictConf
     if base.pipeline.targets:
         dag = only_targets(dag, checked_targets(list(base.pipeline.targets), decl))
     configs: dict[tuple[str | None, int | None], tuple[DictConfig, str]] = {}
+    made: dict[str, DictConfig] = {}  # each variant's first config, for its other seeds
     jobs: dict[str, NodeJob] = {}
     for node in dag.values():
         key = (node.variant, node.seed)
         if key not in configs:  # one per variant and seed, its YAML written once
-            cfg = base if node.variant is None else compose_node(overrides, base, *key)
+            cfg = base if node.variant is None else compose_node(overrides, base, *key, made)
             absolute_paths(cfg)
             if _reads(cfg) != _reads(base):  # a variant's overrides name other files
                 check_inputs(cfg)
