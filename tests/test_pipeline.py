@@ -251,3 +251,21 @@ def test_local_nodes_take_their_share_of_the_cores_at_most_omp_num_threads(
     for unset in ("", "0", "many"):  # not a count: the share alone
         monkeypatch.setenv("OMP_NUM_THREADS", unset)
         assert node_threads(1) == 8
+
+
+def test_executor_order_seed_finishes_a_seed_before_starting_the_next(
+    tmp_path: Path, shared_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """executor.order=seed (the registered GPU run's): one worker takes seed 0's eval before
+    seed 1's pretraining, so a run stopped midway has whole seeds. The default (path) takes
+    the longer chain first: both pretrainings, then the evals (measured: that order here)."""
+    overrides = ["preset=smoke", "pipeline.variants=[a_softmax]", "pipeline.seeds=[0,1]",
+                 "pipeline.targets=[eval_loss]", "executor=local", "executor.workers=1",
+                 "executor.order=seed", "trainer.pretrain.max_steps=2",
+                 "tracking.enabled=false", f"paths.output_dir={tmp_path}",
+                 f"paths.cache_dir={shared_cache}"]  # fmt: skip
+    assert main(["run", *overrides]) == 0
+    started = [line.split()[1] for line in capsys.readouterr().out.splitlines()
+               if line.startswith("run ") and "(pid" in line]  # fmt: skip  # a worker's
+    assert started == ["pretrain/a_softmax/seed0", "eval_loss/a_softmax/seed0",
+                       "pretrain/a_softmax/seed1", "eval_loss/a_softmax/seed1"]  # fmt: skip

@@ -328,6 +328,9 @@ class ExecutorConfig:
     # CPU (measured slower there: docs/training.md, "Seeds bundled"). Its evals too, one
     # after another in one process (ssmax.pipeline.bundle_evals)
     bundle: int = rule(0, ge=0)  # inprocess, local: seeds a job (0 or 1: each node alone)
+    # path: the longest remaining chain first (the shortest run); seed: the lowest seed first
+    # (then path), so that a run stopped midway has whole seeds done
+    order: str = rule("path", choices=("path", "seed"))  # local: which ready node starts first
     partition: str | None = None  # profile: the SLURM partition (null: no profile given)
     account: str | None = None  # profile: --account
     qos: str | None = None  # profile: --qos

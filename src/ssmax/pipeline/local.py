@@ -66,6 +66,13 @@ def node_threads(workers: int) -> int:
     return min(share, int(limit)) if limit.isdigit() and int(limit) > 0 else share
 
 
+def first_seed(job: Job) -> int:
+    """A node's seed, a bundle's lowest; -1 for a node of no seed (the report: it waits on
+    all of them anyway)."""
+    seeds = getattr(job, "seeds", None) or [job.seed]
+    return min(-1 if s is None else int(s) for s in seeds)
+
+
 def _schedule(
     jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun, context: Any
 ) -> dict[str, str]:
@@ -78,7 +85,11 @@ def _schedule(
     pending = [job for job in jobs if job.name not in states]
     # Longest remaining path first: the long pretrainings start before short evals that wait
     # on nothing (in DAG order, (c) and (d) would pretrain only after (a)'s and (b)'s evals).
+    # executor.order=seed: the lowest seed first, so that a run stopped midway (a GPU loan's
+    # end) has as many seeds as it can with every node done.
     pending.sort(key=lambda job: -job.remaining)
+    if cfg.executor.order == "seed":
+        pending.sort(key=first_seed)
     progress = Progress.of(pending)
     running: dict[str, _Worker] = {}
     before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans

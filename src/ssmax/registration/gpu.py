@@ -10,7 +10,8 @@ from code_commit only by the device path and the bundling": so not a checkout of
 (the cpu run's) but this one, whose commit each record names (--commit: the device tool's copy
 of the tree sits on a stale .git). One pipeline invocation (command()): the seeds' pretraining
 bundled on the device (executor.bundle = the number of seeds), the other nodes side by side
-(local executor, --workers), not compiled, each node its own MLflow store (many at once), into
+(local executor, --workers, the lowest seed first: a loan's end leaves whole seeds), not
+compiled, each node its own MLflow store (many at once), into
 DIR/outputs-gpu, the cache (a run stopped midway goes on there). Once the report node over
 those seeds has finished, each seed's record in docs/results/<name>/gpu/seed<N>.json: its
 values, every node's fingerprint, commit, device, wall time and bundle, the device, the commit
@@ -52,8 +53,8 @@ def command(reg: Registration, seeds: list[int], outputs: Path, python: str, wor
     hardware = "gpu" if accelerator == "gpu" else "cpu"
     return pipeline_argv(reg, seeds, outputs, python, f"trainer.accelerator={accelerator}",
                          f"preset.hardware={hardware}", f"executor.bundle={len(seeds)}",
-                         f"executor.workers={workers}", "trainer.compile=false",
-                         "tracking.mode=offline")  # fmt: skip
+                         f"executor.workers={workers}", "executor.order=seed",
+                         "trainer.compile=false", "tracking.mode=offline")  # fmt: skip
 
 
 def device_of(nodes: dict[str, dict]) -> str:
