@@ -35,7 +35,9 @@
 # BUNDLE_EVAL_WORKERS workers, default 1,4; BUNDLE_EVAL_ARGS: more flags, e.g. --compile) in
 # $OUT/bundle_evals.txt, at most BUNDLE_EVALS_TIMEOUT_S (default 300).
 # confirm: the registered GPU replication (runs.gpu of docs/registration/confirmatory-2026-11-29.json,
-# issue 59): `python -m ssmax.registration.run gpu`, every planned seed (13-60) of the paper
+# issue 59): on a GPU first tests/test_bundle_cuda.py (the bundle's gradients, ~20 s; where it
+# fails no run starts and its output comes back as $OUT/preflight.txt), then
+# `python -m ssmax.registration.run gpu`, every planned seed (13-60) of the paper
 # pipeline at the tiny preset on the GPU as one pipeline run, the pretraining of each variant's
 # seeds bundled (executor.bundle=48), WORKERS (default 16) other nodes side by side, stopped
 # by CONFIRM_TIMEOUT_S (default 540) or what BUDGET_S leaves; then the seeds' records
@@ -93,6 +95,18 @@ for one in $PARTS; do
         --preset tiny --seeds "${BUNDLE_EVAL_SEEDS:-8}" --workers "${BUNDLE_EVAL_WORKERS:-1,4}" \
         --rounds 1 --input-workers 8 ${BUNDLE_EVAL_ARGS:-} | tee "$OUT/bundle_evals.txt" || true ;;
     confirm)
+      # first, on a GPU, the bundle's gradients against a loop over its seeds
+      # (tests/test_bundle_cuda.py, ~20 s): a fault there spoils every seed of a run
+      # (2026-11-30: vmap's memory-efficient SDPA kernel); where it fails, no run starts
+      rm -f /tmp/preflight.txt
+      if python3 -c "import sys, torch; sys.exit(not torch.cuda.is_available())" && ! timeout \
+          "$(left 60 120)" python3 -m pytest -q -p no:cacheprovider tests/test_bundle_cuda.py \
+          > /tmp/preflight.txt 2>&1; then  # in OUT only then: OUT returns 8 files at most
+        cp /tmp/preflight.txt "$OUT/preflight.txt"
+        echo "confirm: the bundle's CUDA check failed, no run started:"; tail -25 "$OUT/preflight.txt"
+        continue
+      fi
+      [ -f /tmp/preflight.txt ] && echo "confirm: the bundle's CUDA check: $(tail -1 /tmp/preflight.txt)"
       # each registration's gpu run in turn (REGISTRATION: one file or several, space-separated),
       # in what is left of BUDGET_S; one with under CONFIRM_MIN_S (120) left is not started
       for REG in ${REGISTRATION:-docs/registration/confirmatory-2026-11-29.json}; do
