@@ -268,7 +268,7 @@ def test_the_gpu_run_is_one_bundled_pipeline_on_the_device(tmp_path: Path) -> No
     assert {"preset=tiny", "pipeline.file=paper", "pipeline.seeds=[13,14,15]",
             "trainer.accelerator=gpu", "preset.hardware=gpu", "executor.bundle=3",
             "executor=local", "executor.workers=16",
-            "executor.order=seed"} <= set(argv)  # fmt: skip
+            "executor.order=seed", "tracking.enabled=false"} <= set(argv)  # fmt: skip
     assert f"pipeline.variants=[{','.join(reg.variants)}]" in argv
     assert len(reg.seeds_of("gpu")) == 48
 
