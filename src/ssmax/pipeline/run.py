@@ -78,8 +78,8 @@ def compose_node(
     """One node's config, validated: the pipeline's (base, composed from overrides) for a
     variant and seed, with that variant's own overrides (pipeline.overrides.<variant>).
     made: the variant's config for another seed, where one was composed (filled here): a copy
-    of it with this seed is the config Hydra composes (tests/test_pipeline_plan.py), at
-    ~1/20 of a compose (~0.3 s; 336 of them planned a 48-seed run for ~100 s)."""
+    of it with this seed is the config Hydra composes (tests/test_plan_configs.py). A 48-seed
+    plan of 7 variants composed 336 configs; with the copies, 7: 131 -> 58 s (2026-11-30)."""
     extra = list(base.pipeline.overrides.get(variant) or [])
     with keys_named_first(extra, "pipeline", prefix=f"pipeline.overrides.{variant}: "):
         if made is not None and variant in made and not any(sets_seed(o) for o in extra):
