@@ -87,9 +87,8 @@ def _schedule(
     # on nothing (in DAG order, (c) and (d) would pretrain only after (a)'s and (b)'s evals).
     # executor.order=seed: the lowest seed first, so that a run stopped midway (a GPU loan's
     # end) has as many seeds as it can with every node done.
-    pending.sort(key=lambda job: -job.remaining)
-    if cfg.executor.order == "seed":
-        pending.sort(key=first_seed)
+    by_seed = cfg.executor.order == "seed"
+    pending.sort(key=lambda job: (first_seed(job) if by_seed else 0, -job.remaining))
     progress = Progress.of(pending)
     running: dict[str, _Worker] = {}
     before = _stops_as_exit()  # SIGTERM/SIGHUP end this loop through its finally: no orphans
