@@ -23,6 +23,15 @@ PIPELINE_ARGS = preset=$(PRESET) pipeline.file=$(PIPELINE) $(if $(SEEDS),"pipeli
 ARGS ?=
 PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
+# The tests' temporary files (pytest's tmp_path, and every tempfile of the tests and of what they
+# start) on a tmpfs where the machine has one with room: sqlite's commits and the checkpoints'
+# writes then wait on no disk (2026-11-30: two tracking modules 1.38x faster, the same CPU;
+# docs/development.md). Kept for failed tests only (RAM). TEST_TMPDIR= keeps the system's.
+TEST_TMPDIR ?= $(shell df -k --output=fstype,avail /dev/shm 2>/dev/null | \
+	awk 'NR == 2 && $$1 == "tmpfs" && $$2 > 4194304 {print "/dev/shm/ssmax-tests"}')
+TEST_ENV = $(if $(TEST_TMPDIR),mkdir -p $(TEST_TMPDIR) && TMPDIR=$(TEST_TMPDIR))
+TEST_OPTS = $(if $(TEST_TMPDIR),-o tmp_path_retention_policy=failed)
+PYTEST = $(TEST_ENV) $(PY) -m pytest $(TEST_OPTS)
 SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
 # the pipeline's folder (paths.output_dir): cache, nodes, MLflow store, report
@@ -126,13 +135,13 @@ train-all: setup ## Hydra multirun: pretrain the pipeline's from-scratch variant
 	$(PY) -m ssmax.train -m preset=$(PRESET) variant=$(SCRATCH) $(RUN_ARGS) $(ARGS)
 
 test: setup ## Run the test suite (what CI runs) in TEST_WORKERS=2 pytest-xdist workers (0: one process)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 test-cpu: setup ## The suite as make test, then the CPU of every Python process it started, by test module
-	$(PY) scripts/suite_cpu.py -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
+	$(TEST_ENV) $(PY) scripts/suite_cpu.py $(TEST_OPTS) -q -n $(TEST_WORKERS) --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup ## Tests without the slow ones
-	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 mutation-check: setup ## Seeded bugs in the claims, NIAH scoring and fingerprint vs their tests (~15 min; not in make test)
 	$(PY) scripts/mutation_check.py $(ARGS)
@@ -168,7 +177,7 @@ train-all-slurm: setup ## Hydra multirun of those variants as SLURM jobs (PROFIL
 		hydra/launcher=ssmax_slurm +executor/slurm/profile=$(PROFILE) $(RUN_ARGS) $(ARGS)
 
 test-slurm: setup ## Only the tests against a real local SLURM cluster
-	$(PY) -m pytest -q -m slurm $(PYTEST_ARGS)
+	$(PYTEST) -q -m slurm $(PYTEST_ARGS)
 
 clean: ## Remove outputs and caches (keeps .venv; stops a local cluster first)
 	-bash slurm/cluster.sh down $(SLURM_DIR)
