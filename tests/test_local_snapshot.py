@@ -75,3 +75,24 @@ def _committed(repo: Path) -> str:
         subprocess.run([*git, *args], check=True, capture_output=True, timeout=120)
     return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
                           text=True, timeout=60).stdout.strip()  # fmt: skip
+
+
+def test_a_run_after_an_earlier_run_s_folder_was_deleted_starts_from_its_own_snapshot(
+    tmp_path: Path, shared_cache: Path
+) -> None:
+    """Two local runs of the same code in one process, in two folders, the first folder
+    deleted between them: the second run's workers import from its own snapshot. A forkserver
+    kept for the same code served the first folder's copy, gone (found by the suite once it
+    kept only failed tests' folders: FileNotFoundError on the copy's embedded corpus)."""
+    from ssmax.pipeline.__main__ import main
+
+    def run(out: Path) -> int:
+        return main(["run", "preset=smoke", "pipeline.variants=[a_softmax]",
+                     "pipeline.targets=[pretrain]", "executor=local", "executor.workers=1",
+                     "trainer.pretrain.max_steps=2", "tracking.enabled=false",
+                     f"paths.output_dir={out}", f"paths.cache_dir={shared_cache}"])  # fmt: skip
+
+    assert run(tmp_path / "first") == 0
+    shutil.rmtree(tmp_path / "first")
+    assert run(tmp_path / "second") == 0
+    assert list((tmp_path / "second" / "pipeline" / "nodes").rglob("model.pt"))

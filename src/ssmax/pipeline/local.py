@@ -176,10 +176,12 @@ def _serve(context: Any, modules: list[str], frozen: Path | None) -> None:
     """The forkserver the workers fork from, importing `modules` from `frozen`'s src/ (the
     code as planned, ssmax.pipeline.snapshot: an edit of the checkout while the run goes
     reaches no worker, not even a module one imports late) or, without it, from the checkout.
-    One per process, kept across runs of the same code; restarted for other code."""
-    # the snapshot's content digest and the commit the records name (the copy is no
-    # repository: manifest.git_commit reads it from COMMIT_ENV)
-    code = f"{frozen.name}@{git_commit()}" if frozen else None
+    One per process, kept across runs of the same snapshot; restarted for another: other code,
+    or the same code snapshotted in another output folder (the server's path leads to its
+    folder, which may be gone: a run's folder deleted, then another run in this process)."""
+    # the snapshot's folder (named by its content digest) and the commit the records name (the
+    # copy is no repository: manifest.git_commit reads it from COMMIT_ENV)
+    code = f"{frozen}@{git_commit()}" if frozen else None
     server = multiprocessing.forkserver._forkserver
     if server._forkserver_pid is not None and _SERVED["code"] != code:
         server._stop()  # it serves other code (a private API of CPython, 3.11 to 3.13)
