@@ -26,11 +26,12 @@ TEST_WORKERS ?= 2
 # The tests' temporary files (pytest's tmp_path, and every tempfile of the tests and of what they
 # start) on a tmpfs where the machine has one with room: sqlite's commits and the checkpoints'
 # writes then wait on no disk (2026-11-30: two tracking modules 1.38x faster, the same CPU;
-# docs/development.md). Kept for failed tests only (RAM). TEST_TMPDIR= keeps the system's.
+# docs/development.md). Kept for failed tests only, of the last run only (RAM). TEST_TMPDIR= keeps
+# the system's.
 TEST_TMPDIR ?= $(shell df -k --output=fstype,avail /dev/shm 2>/dev/null | \
 	awk 'NR == 2 && $$1 == "tmpfs" && $$2 > 4194304 {print "/dev/shm/ssmax-tests"}')
 TEST_ENV = $(if $(TEST_TMPDIR),mkdir -p $(TEST_TMPDIR) && TMPDIR=$(TEST_TMPDIR))
-TEST_OPTS = $(if $(TEST_TMPDIR),-o tmp_path_retention_policy=failed)
+TEST_OPTS = $(if $(TEST_TMPDIR),-o tmp_path_retention_policy=failed -o tmp_path_retention_count=1)
 PYTEST = $(TEST_ENV) $(PY) -m pytest $(TEST_OPTS)
 SLURM_DIR ?= outputs/slurm
 PROFILE ?= local
