@@ -27,9 +27,12 @@ from ssmax.evals.haystack import (
     take_haystack,
 )
 from ssmax.evals.niah import (
+    BUILDER_PROCESSES,
+    BUILDERS,
     SCORES,
     accuracy_grid,
     builder_pool,
+    builders_for,
     greedy_decode,
     greedy_decode_batch,
     prompt_batches,
@@ -251,6 +254,16 @@ def test_prompt_batches_are_the_prompts_drawn_one_at_a_time(
             alone.append(build_sample(tokenizer, hay, city, number, context, depth,
                                       template=data_cfg.sft_prompt))  # fmt: skip
     assert built == alone and len({s.number for s in built}) > 1
+
+
+def test_builders_beside_a_gpu_keep_to_the_node_s_share_of_the_cores() -> None:
+    """Beside a GPU a node spawns builder processes only where its share of the cores has room
+    for them (the registered GPU run: 16 workers on 16 cores, a share of 1 each); on the CPU,
+    threads whatever the share."""
+    assert builders_for("cuda", 1) == (False, 1)
+    assert builders_for("cuda", 4) == (True, min(4, BUILDER_PROCESSES))
+    assert builders_for("cuda", 64) == (True, BUILDER_PROCESSES)
+    assert builders_for("cpu", 1) == builders_for("cpu", 64) == (False, BUILDERS)
 
 
 def _prompts_in_builder_processes(data_cfg: DictConfig) -> None:

@@ -10,7 +10,8 @@ samples per cell, after SFT and with RoPE theta x50. Choices where the paper is 
   of one (context, depth) cell have one length, so they are decoded together, ``batch_size`` at
   a time (on a GPU one prompt at a time is kernel launches, not compute): every row is decoded
   exactly as it would be alone (tests/test_evals_niah.py). Builders make the next prompts
-  while the device decodes: threads on the CPU, processes beside a GPU (builder_pool).
+  while the device decodes: threads on the CPU, processes beside a GPU where the node has
+  cores to spare for them (builders_for).
   ``compile``: the prefill and the decoding step under torch.compile with symbolic shapes, one
   graph each for every prompt and cache length.
 - Scoring on decoded characters: the first run of digits in the answer is the reply; "full" if
@@ -190,9 +191,22 @@ def builder_pool(processes: bool, builders: int | None = None) -> Executor:
     return ProcessPoolExecutor(builders or BUILDER_PROCESSES, mp_context=spawn)
 
 
+def builders_for(device_type: str, share: int) -> tuple[bool, int]:
+    """(processes, how many) of a node's prompt builders: threads on the CPU (BUILDERS); beside
+    a GPU, spawned processes, one a core of the node's share up to BUILDER_PROCESSES, where
+    that share is 2 cores or more, else one thread. A share of 1 is the local executor's with
+    as many workers as cores (the registered GPU run's 16 on 16): 8 processes a node there
+    would be 128 starting interpreters on 16 cores, while one thread builds a tiny preset's
+    prompts of a few thousand tokens in milliseconds each."""
+    if device_type != "cuda":
+        return False, BUILDERS
+    return (True, min(BUILDER_PROCESSES, share)) if share >= 2 else (False, 1)
+
+
 def model_builders(model: Transformer) -> Executor:
-    """run_niah's builders for the model's device: processes beside a GPU, threads on the CPU."""
-    return builder_pool(processes=model_device(model).type == "cuda")
+    """run_niah's builders for the model's device and the node's share of the cores (its torch
+    threads: the local executor's share, else every core): builders_for."""
+    return builder_pool(*builders_for(model_device(model).type, torch.get_num_threads()))
 
 
 def run_niah(
