@@ -144,9 +144,9 @@ from transformers import AutoModelForCausalLM
 ids, out = torch.load(sys.argv[1]), {}
 for path in sys.argv[3:]:
     hf = AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True).eval()
-    again = tempfile.mkdtemp()
-    hf.save_pretrained(again)  # the loaded remote code saves its own files, laws.py, positions.py
-    back = AutoModelForCausalLM.from_pretrained(again, trust_remote_code=True).eval()
+    with tempfile.TemporaryDirectory() as again:
+        hf.save_pretrained(again)  # the loaded remote code saves its files, laws.py, positions.py
+        back = AutoModelForCausalLM.from_pretrained(again, trust_remote_code=True).eval()
     with torch.no_grad():
         out[path] = (hf(ids).logits, back(ids).logits)
 torch.save(out, sys.argv[2])
