@@ -103,8 +103,9 @@ report: setup ## Rebuild the report of the latest pipeline run in OUTPUT_DIR (no
 confirm: setup ## The registered confirmatory run (docs/registration/): its seeds one at a time at the registered commit, each recorded as it ends; resumable (ARGS=--max-seeds=K; REGISTRATION=...json ARGS=--design: its design seeds, first)
 	$(PY) -m ssmax.registration.run cpu $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
 
-confirm-page: setup ## docs/confirmatory.md from the registered run's seed records, and its README lines (verdicts only once every seed is in); REGISTRATION=...arms-2026-11-29.json: docs/arms.md
+confirm-page: setup ## docs/confirmatory.md from the registered run's seed records, and its README lines (verdicts only once every seed is in), then the leaderboard (make results-page), which tables a run once it is complete; REGISTRATION=...arms-2026-11-29.json: docs/arms.md
 	$(PY) -m ssmax.registration.judge $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)
+	$(PY) -m ssmax.report.published $(ARGS)
 
 equivalence: setup ## Whether HEAD computes what the registration's commit computes (the smoke pipeline from copies of both, numbers byte for byte; ~5 min), recorded for the judge: run before a GPU loan runs a registration's gpu seeds (REGISTRATION=...)
 	$(PY) -m ssmax.registration.equivalence $(if $(REGISTRATION),--registration $(REGISTRATION)) $(ARGS)

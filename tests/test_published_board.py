@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ssmax.report.published_board import board_block
+from ssmax.report.published_board import board_block, leaderboard
 from ssmax.report.published_board_figure import (
     FIGURE,
     FIGURE_CSV,
@@ -109,21 +109,79 @@ def test_a_cell_recomputes_from_the_file(page: str) -> None:
 
 
 def test_every_law_of_the_files_has_a_row_and_a_line(page: str) -> None:
-    """(a)-(f) from the verdict files, (k)-(m) from the rival laws' file; the verdict run never
-    measured the loss at 10x ("-"); (b) against (a) is the primary claims' ordering (as the
-    README's headline says it), and (a)'s row reads it from its other side."""
+    """(a)-(f) from the confirmatory run's 24 registered seeds (the first run that holds them),
+    (k)-(m) from the rival laws' file; (b) against (a) is the primary claims' ordering (as the
+    README's confirmatory lines say it), and (a)'s row reads it from its other side."""
     table = rows(page)
     assert list(table) == ["a", "b", "c", "d", "e", "f", "k", "l", "m"]
     for letter in "abcdef":
-        assert table[letter][5] == "-" and "verdict_seeds11-12.json" in table[letter][1]
-        assert "Xeon (3-10), AMD EPYC (11, 12)" in table[letter][1]
+        assert table[letter][1] == ("seeds 13-36 (24)<br>docs/results/confirmatory-2026-11-29/"
+                                    "cpu/<br>AMD EPYC")  # fmt: skip
+        assert table[letter][5] != "-"
     for letter in "klm":
         assert table[letter][5] != "-" and "rival_laws_seeds3-12.json" in table[letter][1]
-    assert table["b"][2].startswith("a: +0.23 [+0.12, +0.34] ▲<br>b: *0.60 [")
-    assert table["a"][2].endswith("<br>b: -0.23 [-0.34, -0.12] ▼")
+    assert table["b"][2].startswith("a: +0.20 [+0.13, +0.28] ▲<br>b: *0.59 [")
+    assert table["a"][2].endswith("<br>b: -0.20 [-0.28, -0.13] ▼")
     readme = (ROOT / "README.md").read_text()
-    assert "a < b in niah by +0.2294 [+0.124, +0.335] (n=10)" in readme
-    assert [c.variant[0] for c in curves([load_run(s) for s in SOURCES])] == list("abcdefklm")
+    assert "a < b on niah by +0.2042 [+0.125, +0.283] (n=24), holds" in readme
+    assert (
+        "registered before its seeds ran (docs/registration/confirmatory-2026-11-29.md), "
+        "confirmatory; preset tiny." in page
+    )
+    assert "- not in yet: the registered run cpu of arms-2026-11-29, tabled once" in page
+    found = curves([r for r in (load_run(s) for s in sources()) if r])
+    assert [c.variant[0] for c in found] == list("abcdefklm")
+
+
+def registered(tmp_path: Path, seeds: list[int]) -> Source:
+    """The rival laws' file as a registered run of its own (a registration with a leaderboard
+    family of (k), (l), (m), in tmp_path/registration/): each of the given seeds' values as a
+    seed record, seeds 3-7 on one machine and 8-12 on another."""
+    content = json.loads(RIVALS.read_text())
+    reg = {"code_commit": content["run"]["commit"], "preset": "tiny", "pipeline": "rival_laws",
+           "variants": list(content["results"]), "seeds": list(range(3, 13)),
+           "runs": {"cpu": {"seeds": list(range(3, 13))}},
+           "rule": {"families": {"leaderboard": {"laws": ["k", "l", "m"],
+                                                 "measures": ["niah"]}}}}  # fmt: skip
+    path = tmp_path / "registration" / "laws-2026-01-01.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(reg))
+    records = tmp_path / "results" / "laws-2026-01-01" / "cpu"
+    records.mkdir(parents=True)
+    for seed in seeds:
+        values = {v: {m: {str(seed): by[str(seed)]} for m, by in ms.items()}
+                  for v, ms in content["results"].items()}  # fmt: skip
+        run = {**content["run"], "seeds": [seed], "cpu": "AMD EPYC" if seed < 8 else "Intel Xeon"}
+        nodes = {"pretrain/a_softmax": {"git_commit": reg["code_commit"]}}
+        record = {"run": run, "results": values, "seed": seed, "nodes": nodes}
+        (records / f"seed{seed}.json").write_text(json.dumps(record))
+    (found,) = [s for s in sources([], tmp_path, path.parent) if s.registered[1] == "cpu"]
+    return found
+
+
+def test_a_registered_run_is_tabled_once_every_seed_is_in_as_its_file_would_be(
+    tmp_path: Path,
+) -> None:
+    """A registered run with a seed still to record is said, not tabled (no look before its
+    last seed); complete, its cells are those of the same values as one published file, decided
+    in its registered leaderboard family; its runs line names its registration, machines by
+    seed, and what keeps it from being confirmatory (here: a registration never committed)."""
+    partial = registered(tmp_path / "partial", list(range(3, 12)))
+    assert load_run(partial) is None
+    assert board_block([partial]) == "Not in yet: no published run."
+    assert leaderboard([partial]).missing == [partial]
+    source = registered(tmp_path / "whole", list(range(3, 13)))
+    block = board_block([source])
+    as_file = rows(board_block([Source("the rival laws' run", (RIVALS,))]))
+    assert {x: [c for i, c in enumerate(r) if i != 1] for x, r in rows(block).items()} == {
+        x: [c for i, c in enumerate(r) if i != 1] for x, r in as_file.items()
+    }  # the cells; the second column says where they come from
+    assert list(rows(block)) == ["a", "b", "k", "l", "m"]
+    assert rows(block)["m"][1] == ("seeds 3-12 (10)<br>" + str(source.files[0]) + "/<br>"
+                                   "AMD EPYC (3-7), Intel Xeon (8-12)")  # fmt: skip
+    assert "(k), (l), (m): leaderboard (Benjamini-Hochberg, m = 30" in block
+    assert ", registered before its seeds ran (" in block
+    assert "exploratory: laws-2026-01-01.json differs from the version first committed" in block
 
 
 def test_a_law_added_to_a_results_file_appears_without_a_change_of_code(tmp_path: Path) -> None:
@@ -177,13 +235,15 @@ def test_a_new_results_file_is_a_run_of_its_own(tmp_path: Path) -> None:
     (tmp_path / "new_laws_design.json").write_text(json.dumps(design))
     (tmp_path / "replication.json").write_text(json.dumps({"what": "x", "results": {}}))
     (tmp_path / "broken.json").write_text("{")
-    found = sources([], tmp_path)
+    found = sources([], tmp_path, registrations=None)
     assert [(s.name, s.files) for s in found] == [
         ("new_laws_seeds3-12", (tmp_path / "new_laws_seeds3-12.json",))
     ]
     declared = [Source("declared", (tmp_path / "new_laws_seeds3-12.json",))]
-    assert sources(declared, tmp_path) == declared
-    assert [s.name for s in sources()] == [s.name for s in SOURCES]  # docs/results/ today
+    assert sources(declared, tmp_path, registrations=None) == declared
+    registered = [f"the registered run {run} of {name}" for name in ("arms-2026-11-29",
+                  "confirmatory-2026-11-29") for run in ("cpu", "gpu")]  # fmt: skip
+    assert [s.name for s in sources()] == [*registered, *(s.name for s in SOURCES)]  # today
 
 
 def test_the_check_names_a_stale_figure(

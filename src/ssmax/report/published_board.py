@@ -125,8 +125,8 @@ def leaderboard(runs: list[Source] | None = None) -> Board:
             board_rows, family = board(results, laws)
             checks = {(r.law, r.measure, b): k for r in board_rows for b, k in r.against.items()}
             said.append(f"{_letters(laws)}: {family_text(family)}" if source.board_registered
-                        else f"{_letters(laws)}: effects only, no family registered before "
-                        "its seeds ran")  # fmt: skip
+                        else f"{_letters(laws)}: effects only, no leaderboard family "
+                        "registered before its seeds ran")  # fmt: skip
         primary: dict[str, Checked] = {}
         if set(new) & set(BASES) == set(BASES):
             judged = [c for c in claims(results) if c.family == "primary"]
@@ -191,8 +191,7 @@ def cell(lines: dict[str, Line] | None) -> str:
 
 
 def row_cells(r: LawRow, measures: list[str]) -> list[str]:
-    files = " + ".join(f.name for f in r.run.files)
-    where = f"seeds {span(r.seeds)} ({len(r.seeds)})<br>{files}<br>{r.run.machine}"
+    where = f"seeds {span(r.seeds)} ({len(r.seeds)})<br>{r.run.named}<br>{r.run.machine}"
     return [label(r.variant), where, *(cell(r.cells.get(m)) for m in measures)]
 
 
@@ -205,18 +204,34 @@ LEGEND = (
     "not decidable below its family's permutation floor), · no family tests it; *italic*: the "
     "base itself, its own mean [95% t-interval]; - the run did not measure it. The laws of a "
     "run are decided in its family leaderboard (every law against (a) and (b), Benjamini-"
-    "Hochberg), as docs/rival-laws.md registered it for the rival laws' run before their seeds "
-    "ran; the paper's verdict run had no leaderboard registered before its seeds ran, so its "
-    "laws' cells give effects only (·), and there (b) against (a) is the ordering of the "
-    "paper's primary claims, decided in that family (Holm). Each law's row is from the first "
+    "Hochberg) where that family was registered before its seeds ran (the rival laws' run: "
+    "docs/rival-laws.md; the arms' run: its registration); a run without one (the paper's "
+    "verdict runs, the confirmatory one included) gives its laws' effects only (·), and there "
+    "(b) against (a) is the ordering of the paper's primary claims, decided in that family "
+    "(Holm). A registered run is tabled only once every seed it plans is recorded. Each law's "
+    "row is from the first "
     "run below that holds it."
 )
 
 
 def run_line(run: Run) -> str:
+    if run.source.registered:  # one folder of seed records
+        (info,), (path, _) = run.runs, run.source.registered
+        return (f"- {run.source.name}: {_shown(run.files[0])}/ (seeds {span(info['seeds'])}, "
+                f"{info['date']}, at {info['commit']}, {run.machines[0]}), registered before its "
+                f"seeds ran ({_shown(path.with_suffix('.md'))}), {info['kind']}; preset "
+                f"{info['preset']}.")  # fmt: skip
     parts = [f"{_shown(f)} (seeds {span(r['seeds'])}, {r['date']}, at {r['commit']}, {m})"
              for f, r, m in zip(run.files, run.runs, run.machines, strict=True)]  # fmt: skip
     return f"- {run.source.name}: " + " + ".join(parts) + f"; preset {run.pub.run['preset']}."
+
+
+def not_in_yet(source: Source) -> str:
+    """A run not tabled yet; a registered one: until its last seed is recorded (no look before)."""
+    if source.registered:
+        return (f"- not in yet: {source.name}, tabled once every seed it plans is recorded "
+                f"({_shown(source.files[0])}/)")  # fmt: skip
+    return f"- not in yet: {source.name} ({', '.join(f.name for f in source.files)})"
 
 
 def _shown(path: Path) -> str:
@@ -242,7 +257,7 @@ def board_block(runs: list[Source] | None = None) -> str:
     out = [head, "", *md_table(columns, [row_cells(r, b.measures) for r in b.rows]), "",
            LEGEND, "", "Families: " + " ".join(b.families), "", "Runs:", "",
            *(run_line(r) for r in shown)]  # fmt: skip
-    out += [f"- not in yet: {s.name} ({', '.join(f.name for f in s.files)})" for s in b.missing]
+    out += [not_in_yet(s) for s in b.missing]
     found = curves([r for r in (load_run(s) for s in runs) if r])
     out += ["", f"![NIAH accuracy by context, every law]({_rel(FIGURE)})", "",
             figure_caption(found)]  # fmt: skip

@@ -74,7 +74,7 @@ def figure_csv(found: list[Curve]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for c in found:
-        files = " + ".join(f.name for f in c.run.files)
+        files = c.run.named
         for k, i in zip(c.multiples, c.intervals, strict=True):
             writer.writerow([f"({facts(c.variant).letter})", c.variant, files, span(c.seeds), k,
                              i.n, *(_num(x) for x in (i.mean, i.lo, i.hi))])  # fmt: skip
@@ -92,7 +92,7 @@ def digest(text: str) -> str:
 def figure_caption(found: list[Curve]) -> str:
     if not found:
         return "No law of these runs has NIAH accuracy per context."
-    each = "; ".join(f"{label(c.variant)}: {' + '.join(f.name for f in c.run.files)}, seeds "
+    each = "; ".join(f"{label(c.variant)}: {c.run.named}, seeds "
                      f"{span(c.seeds)} ({len(c.seeds)})" for c in found)  # fmt: skip
     return (f"NIAH accuracy (full number, 20 prompts a context and seed) by context, a multiple "
             f"of the training length, RoPE theta x50, after SFT: the mean over the seeds that "
