@@ -209,8 +209,7 @@ LEGEND = (
     "verdict runs, the confirmatory one included) gives its laws' effects only (·), and there "
     "(b) against (a) is the ordering of the paper's primary claims, decided in that family "
     "(Holm). A registered run is tabled only once every seed it plans is recorded. Each law's "
-    "row is from the first "
-    "run below that holds it."
+    "row is from the first run below that holds it."
 )
 
 
