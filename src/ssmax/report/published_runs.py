@@ -55,13 +55,14 @@ REGISTRATIONS = ROOT / "docs" / "registration"  # the registered runs (sources()
 
 
 def registered_sources(folder: Path = REGISTRATIONS) -> list[Source]:
-    """Every run of every registration of the folder (by name, then in its file's order): its
-    seed records' folder as its file; decided in its leaderboard family where it registered
-    one."""
+    """Every run of every registration of the folder, those that judge the paper's claims first
+    (their (a) and (b) rows are the primary family's), then by name, each registration's runs
+    in its file's order: its seed records' folder as its file; decided in its leaderboard family
+    where it registered one."""
     out = []
-    for path in sorted(folder.glob("*.json")):
-        reg = load_registration(path)
-        board = "leaderboard" in families.names(reg)
+    regs = [load_registration(path) for path in folder.glob("*.json")]
+    for reg in sorted(regs, key=lambda r: (not families.is_paper(r), r.name)):
+        board, path = "leaderboard" in families.names(reg), reg.path
         for run in reg.runs:
             name = f"the registered run {run} of {reg.name}"
             out.append(Source(name, (reg.records(run),), board_registered=board,
