@@ -75,8 +75,9 @@ def run(overrides: list[str], wait: bool = False) -> int:
     check_bundle(base)  # before any work: where bundles run
     remote = check_tracking(base)  # before planning every node: seconds
     cfg, jobs = plan(overrides, base)
+    costs = plan_costs(cfg, jobs)  # once: its FLOPs order the run too (run_pipeline)
     if cfg.executor.kind == "local":  # a node past executor.timeout_min is killed there
-        too_long = over_timeout(cfg, plan_costs(cfg, jobs))
+        too_long = over_timeout(cfg, costs)
         if too_long:
             raise ConfigError(too_long)
     if remote and Path(cfg.paths.output_dir).is_dir():  # what earlier runs left for the server
@@ -91,7 +92,7 @@ def run(overrides: list[str], wait: bool = False) -> int:
         close_dead_runs(cfg, log)  # with the folder held: runs of a crashed predecessor end KILLED
         remove_partial_records(cfg.paths.output_dir)  # and what it was writing when it died
         try:
-            status = run_pipeline(cfg, jobs, overrides, log)
+            status = run_pipeline(cfg, jobs, overrides, log, costs)
             if remote:  # what training nodes kept while the server was away, if it is back
                 deliver_pending(cfg.paths.output_dir)
             return status

@@ -19,7 +19,7 @@ from ssmax.pipeline.inprocess import FINISHED, Log, run_inprocess
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.local import run_local
 from ssmax.pipeline.mlflow_runs import ParentRun
-from ssmax.pipeline.plan_cost import downstream_flops, plan_costs
+from ssmax.pipeline.plan_cost import NodeCost, downstream_flops, plan_costs
 from ssmax.pipeline.slurm import run_slurm
 from ssmax.stages.spec import stage_spec
 from ssmax.tracking.store import ensure_experiment, is_server, tracking_uri
@@ -31,11 +31,18 @@ IN_FLIGHT = ("queued", "running")  # SLURM jobs left to run after the command re
 EXECUTORS = {"inprocess": run_inprocess, "local": run_local, "slurm": run_slurm}
 
 
-def run_pipeline(cfg: DictConfig, jobs: list[NodeJob], overrides: list[str], log: Log) -> int:
+def run_pipeline(
+    cfg: DictConfig,
+    jobs: list[NodeJob],
+    overrides: list[str],
+    log: Log,
+    costs: list[NodeCost] | None = None,
+) -> int:
     """Run the planned jobs with cfg.executor.kind's executor under one MLflow parent run; the
-    exit status: 0, or 1 when a node failed or was blocked."""
+    exit status: 0, or 1 when a node failed or was blocked. costs: plan_costs of these jobs,
+    where the caller has them (only their FLOPs are read here: the config's, not the disk's)."""
     start = time.perf_counter()
-    costs = plan_costs(cfg, jobs)
+    costs = plan_costs(cfg, jobs) if costs is None else costs
     remaining = downstream_flops(costs)
     for job, cost in zip(jobs, costs, strict=True):
         # its done record keeps them: what later seeds cost (plan); None where its stage

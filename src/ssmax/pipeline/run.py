@@ -78,19 +78,21 @@ def compose_node(
     """One node's config, validated: the pipeline's (base, composed from overrides) for a
     variant and seed, with that variant's own overrides (pipeline.overrides.<variant>).
     made: the variant's config for another seed, where one was composed (filled here): a copy
-    of it with this seed is the config Hydra composes (tests/test_plan_configs.py). A 48-seed
-    plan of 7 variants composed 336 configs; with the copies, 7: 131 -> 58 s (2026-11-30)."""
+    of it with this seed is the config Hydra composes (tests/test_plan_configs.py), valid as
+    that one is (no rule between settings reads the seed; the seed itself is one of
+    pipeline.seeds, checked with the pipeline's config). A 48-seed plan of 7 variants composed
+    336 configs; with the copies, 7: 131 -> 58 s (2026-11-30)."""
     extra = list(base.pipeline.overrides.get(variant) or [])
+    if made is not None and variant in made and not any(sets_seed(o) for o in extra):
+        cfg = copy.deepcopy(made[variant])
+        cfg.seed = seed
+        return cfg
     with keys_named_first(extra, "pipeline", prefix=f"pipeline.overrides.{variant}: "):
-        if made is not None and variant in made and not any(sets_seed(o) for o in extra):
-            cfg = copy.deepcopy(made[variant])
-            cfg.seed = seed
-        else:
-            cfg = composed(*overrides, f"variant={variant}", f"seed={seed}", *extra,
-                           config_name="pipeline")  # fmt: skip
-            if made is not None:
-                made[variant] = copy.deepcopy(cfg)
+        cfg = composed(*overrides, f"variant={variant}", f"seed={seed}", *extra,
+                       config_name="pipeline")  # fmt: skip
         validate(cfg)
+    if made is not None:
+        made[variant] = copy.deepcopy(cfg)
     return cfg
 
 
