@@ -239,7 +239,7 @@ REGISTRATION = (
     Bug("failed-seed-dropped-from-the-verdict", "registration/judge.py",
         "-> list[str]:\n    checked = judged(run)\n",
         "-> list[str]:\n    checked = judged(run, tuple(invalid_seeds(run)))\n"),
-    Bug("spare-not-taken-for-a-failed-seed", "registration/records.py",
+    Bug("spare-not-taken-for-a-failed-seed", "verdicts/registered.py",
         "            seed = spares.pop(0)\n", "            break\n"),
     Bug("registered-family-not-checked", "registration/families.py",
         "if listed is not None and formed != set(listed):", "if False:"),

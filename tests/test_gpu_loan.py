@@ -17,7 +17,7 @@ import pytest
 
 from ssmax.registration.gpu import finished_seeds
 from ssmax.registration.run import record_path, to_run
-from ssmax.registration.spec import ROOT, load
+from ssmax.verdicts.registered import ROOT, load
 from tests.test_registration import smoke_registration
 
 # On the pipeline's PYTHONPATH as sitecustomize.py: one path pattern that cannot be written (the

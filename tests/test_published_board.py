@@ -125,8 +125,8 @@ def test_every_law_of_the_files_has_a_row_and_a_line(page: str) -> None:
     readme = (ROOT / "README.md").read_text()
     assert "a < b on niah by +0.2042 [+0.125, +0.283] (n=24), holds" in readme
     assert (
-        "registered before its seeds ran (docs/registration/confirmatory-2026-11-29.md), "
-        "confirmatory; preset tiny." in page
+        "registered before its seeds ran (docs/registration/confirmatory-2026-11-29.md; "
+        "whether it matches its registration: docs/confirmatory.md); preset tiny." in page
     )
     assert "- not in yet: the registered run cpu of arms-2026-11-29, tabled once" in page
     found = curves([r for r in (load_run(s) for s in sources()) if r])
@@ -165,7 +165,7 @@ def test_a_registered_run_is_tabled_once_every_seed_is_in_as_its_file_would_be(
     """A registered run with a seed still to record is said, not tabled (no look before its
     last seed); complete, its cells are those of the same values as one published file, decided
     in its registered leaderboard family; its runs line names its registration, machines by
-    seed, and what keeps it from being confirmatory (here: a registration never committed)."""
+    seed, and the page that says whether it matches its registration."""
     partial = registered(tmp_path / "partial", list(range(3, 12)))
     assert load_run(partial) is None
     assert board_block([partial]) == "Not in yet: no published run."
@@ -181,7 +181,7 @@ def test_a_registered_run_is_tabled_once_every_seed_is_in_as_its_file_would_be(
                                    "AMD EPYC (3-7), Intel Xeon (8-12)")  # fmt: skip
     assert "(k), (l), (m): leaderboard (Benjamini-Hochberg, m = 30" in block
     assert ", registered before its seeds ran (" in block
-    assert "exploratory: laws-2026-01-01.json differs from the version first committed" in block
+    assert "; whether it matches its registration: " in block  # its page: the judge's
 
 
 def test_a_law_added_to_a_results_file_appears_without_a_change_of_code(tmp_path: Path) -> None:

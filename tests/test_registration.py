@@ -14,8 +14,8 @@ import pytest
 from ssmax.registration import judge, power
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import planned, record_path
-from ssmax.registration.spec import REGISTRATION, ROOT, Registration, load
 from ssmax.verdicts.claims import claims
+from ssmax.verdicts.registered import REGISTRATION, ROOT, Registration, load
 from ssmax.verdicts.results import Results, Settings
 
 TINY_COLUMNS = ("pretrain val loss", "loss @1x", "loss @5x", "loss @10x", "loss @20x",

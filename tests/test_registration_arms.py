@@ -13,10 +13,9 @@ import pytest
 
 from ssmax.config.variants import facts
 from ssmax.registration import judge
-from ssmax.registration.records import planned, record_path, to_run
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import record, workdir_of
-from ssmax.registration.spec import DESIGN, ROOT, load
+from ssmax.verdicts.registered import DESIGN, ROOT, load, planned, record_path, to_run
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.rivals import rival_claims
 from ssmax.verdicts.stats import paired_t_power

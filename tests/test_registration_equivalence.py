@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ssmax.registration.equivalence import accepted, check, compare, equivalence_path
-from ssmax.registration.spec import REGISTRATION, ROOT, load
+from ssmax.verdicts.registered import REGISTRATION, ROOT, load
 
 PRETRAIN_A = ("pipeline.targets=[pretrain]",)  # one node: the registered variant's pretraining
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ssmax.files.atomic import atomic_write_json
 from ssmax.host.cli import Parser
-from ssmax.registration.spec import REGISTRATION, ROOT, Registration, cli, load, shown
 from ssmax.tracking.manifest import cpu_model
+from ssmax.verdicts.registered import REGISTRATION, ROOT, Registration, cli, load, shown
 
 NUMBERS = ("*.pt", "*.csv", "*.jsonl", "*.safetensors", "needle_trials.json", "data_step*.json")
 CODE = ("src", "conf", "pipelines")  # what a node computes is read from these (not docs/)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ssmax.registration.spec import Registration
 from ssmax.verdicts.claims import Claim, claims
 from ssmax.verdicts.published_file import counts
+from ssmax.verdicts.registered import Registration, is_paper, names
 from ssmax.verdicts.results import Results
 from ssmax.verdicts.rivals import BASES, better, board, board_rows_of, rival_claims
 from ssmax.verdicts.text import (
@@ -28,22 +28,6 @@ from ssmax.verdicts.text import (
     md_table,
     ordering_text,
 )
-
-PAPER = ("primary", "secondary")  # verdicts.claims.claims() makes both at once
-KNOWN = (*PAPER, "rivals", "leaderboard")
-
-
-def names(reg: Registration) -> list[str]:
-    """The registered families, in the registration's order."""
-    out = list(reg.data["rule"]["families"])
-    unknown = [f for f in out if f not in KNOWN]
-    if unknown:
-        raise SystemExit(f"{reg.name}: the judge knows no family {unknown[0]!r} ({KNOWN})")
-    return out
-
-
-def is_paper(reg: Registration) -> bool:
-    return bool(set(names(reg)) & set(PAPER))
 
 
 def laws(reg: Registration) -> list[str]:

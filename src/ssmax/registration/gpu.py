@@ -38,9 +38,9 @@ from pathlib import Path
 from ssmax.files.atomic import atomic_write_json
 from ssmax.pipeline import declaration
 from ssmax.pipeline.dag import build_dag, upstream
-from ssmax.registration.records import nodes_of, pipeline_argv, record_path, report_over, to_run
-from ssmax.registration.spec import ROOT, Registration
+from ssmax.registration.records import nodes_of, pipeline_argv, report_over
 from ssmax.verdicts.published_file import run_file
+from ssmax.verdicts.registered import ROOT, Registration, record_path, to_run
 
 RUN = "gpu"
 GPU_WORKDIR = Path.home() / "ssmax-confirm-gpu"  # its cache; not the cpu run's folder

@@ -24,11 +24,9 @@ family with effect, interval, seeds, machines and kind; the command writes and c
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ssmax.config.variants import facts, ordered
@@ -36,10 +34,19 @@ from ssmax.files.atomic import atomic_write_text
 from ssmax.host.cli import Parser
 from ssmax.registration import families
 from ssmax.registration.equivalence import accepted, code_rule
-from ssmax.registration.run import planned
-from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, cli, load, shown
 from ssmax.verdicts.claims import Claim
 from ssmax.verdicts.published_file import counts, letter
+from ssmax.verdicts.registered import (
+    DESIGN,
+    REGISTRATION,
+    ROOT,
+    Registration,
+    Run,
+    cli,
+    gather,
+    load,
+    shown,
+)
 from ssmax.verdicts.results import Results, Settings, Table
 from ssmax.verdicts.text import family_text, md_table, ordering_text
 
@@ -48,38 +55,6 @@ from ssmax.verdicts.text import family_text, md_table, ordering_text
 SKILL, SKILL_AT_LEAST = "niah @1x", 0.5
 SHOWN = ("pretrain val loss", "loss @5x", "loss @10x", "loss @20x", "niah @1x", "niah past 1x",
          "needle top mean", "p_n log fit R²")  # fmt: skip
-
-
-@dataclass
-class Run:
-    """One registered run's records as they stand."""
-
-    reg: Registration
-    name: str
-    planned: list[int]
-    records: dict[int, dict] = field(default_factory=dict)  # seed -> its record
-    failed: dict[int, dict] = field(default_factory=dict)  # seed -> its failure record
-
-    @property
-    def complete(self) -> bool:
-        return all(s in self.records for s in self.planned)
-
-    def table(self) -> Table:
-        """variant -> metric -> seed -> value, every recorded seed."""
-        out: Table = {}
-        for seed, rec in sorted(self.records.items()):
-            for v, ms in rec["results"].items():
-                for m, by_seed in ms.items():
-                    out.setdefault(v, {}).setdefault(m, {})[seed] = float(by_seed[str(seed)])
-        return out
-
-
-def gather(reg: Registration, run: str) -> Run:
-    out = Run(reg, run, planned(reg, run))
-    for path in sorted(reg.records(run).glob("seed*.json")):
-        rec = json.loads(path.read_text())
-        (out.failed if path.name.endswith(".failed.json") else out.records)[rec["seed"]] = rec
-    return out
 
 
 def first_committed(path: Path) -> str | None:

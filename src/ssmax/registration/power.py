@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from ssmax.config.variants import by_letter
-from ssmax.registration.spec import ROOT, Registration, cli, load
 from ssmax.verdicts.claims import Ordering
 from ssmax.verdicts.metrics import table_names
+from ssmax.verdicts.registered import ROOT, Registration, cli, load
 from ssmax.verdicts.replicate import as_table
 from ssmax.verdicts.stats import ALPHA, Interval, paired_t_power, seeds_for_power
 

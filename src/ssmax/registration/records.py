@@ -10,34 +10,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ssmax.registration.spec import DESIGN, Registration
-
-
-def record_path(reg: Registration, run: str, seed: int, failed: bool = False) -> Path:
-    return reg.records(run) / f"seed{seed}{'.failed' if failed else ''}.json"
-
-
-def planned(reg: Registration, run: str) -> list[int]:
-    """The run's seeds in order, each seed with a failure record replaced by the next spare
-    (a spare that failed too by the one after it); DESIGN: the design seeds as registered
-    (spares stand in for verdict seeds only)."""
-    if run == DESIGN:
-        return list(reg.design_seeds)
-    spares, out = list(reg.spares), []
-    for seed in reg.seeds_of(run):
-        while record_path(reg, run, seed, failed=True).is_file():
-            if not spares:
-                raise SystemExit(f"seed {seed} failed and no spare seed is left")
-            seed = spares.pop(0)
-        out.append(seed)
-    return out
-
-
-def to_run(reg: Registration, run: str) -> list[int]:
-    """The planned seeds without a record yet (nor a failure record: a design seed's), in
-    order."""
-    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()
-            and not record_path(reg, run, s, failed=True).is_file()]  # fmt: skip
+from ssmax.verdicts.registered import Registration
 
 
 def nodes_of(outputs: Path, seed: int) -> dict[str, dict]:

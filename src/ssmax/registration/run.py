@@ -4,7 +4,7 @@
     python -m ssmax.registration.run cpu --design --registration F [--workdir DIR]
     python -m ssmax.registration.run gpu [--workdir DIR] [--commit SHA] [--workers N] ...
 
-For each seed of the run (registration.spec) without a record in docs/results/<name>/<run>/:
+For each seed of the run (verdicts.registered) without a record in docs/results/<name>/<run>/:
 the paper pipeline for that seed alone, in a checkout of the registered commit (DIR/code, a
 clone of this repository made once, its .venv by its own `make setup`; or --python, an
 interpreter whose packages run it, the checkout's src/ first on its path), into DIR/outputs (the
@@ -33,16 +33,19 @@ from pathlib import Path
 from ssmax.files.atomic import atomic_write_json
 from ssmax.host.cli import Parser
 from ssmax.registration.gpu import GPU_WORKDIR, run_gpu
-from ssmax.registration.records import (
-    nodes_of,
-    pipeline_argv,
+from ssmax.registration.records import nodes_of, pipeline_argv, report_over
+from ssmax.verdicts.published_file import run_file
+from ssmax.verdicts.registered import (
+    DESIGN,
+    REGISTRATION,
+    ROOT,
+    Registration,
+    cli,
+    load,
     planned,
     record_path,
-    report_over,
     to_run,
 )
-from ssmax.registration.spec import DESIGN, REGISTRATION, ROOT, Registration, cli, load
-from ssmax.verdicts.published_file import run_file
 
 WORKDIR = Path.home() / "ssmax-confirm"  # outside the checkout: a new work tree keeps it
 ATTEMPTS = 2  # a technical failure is run again once (the registration's conduct)

@@ -218,8 +218,8 @@ def run_line(run: Run) -> str:
         (info,), (path, _) = run.runs, run.source.registered
         return (f"- {run.source.name}: {_shown(run.files[0])}/ (seeds {span(info['seeds'])}, "
                 f"{info['date']}, at {info['commit']}, {run.machines[0]}), registered before its "
-                f"seeds ran ({_shown(path.with_suffix('.md'))}), {info['kind']}; preset "
-                f"{info['preset']}.")  # fmt: skip
+                f"seeds ran ({_shown(path.with_suffix('.md'))}; whether it matches its "
+                f"registration: {_shown(info['page'])}); preset {info['preset']}.")  # fmt: skip
     parts = [f"{_shown(f)} (seeds {span(r['seeds'])}, {r['date']}, at {r['commit']}, {m})"
              for f, r, m in zip(run.files, run.runs, run.machines, strict=True)]  # fmt: skip
     return f"- {run.source.name}: " + " + ".join(parts) + f"; preset {run.pub.run['preset']}."

@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
 
-from ssmax.registration import families
-from ssmax.registration.judge import conformity, gather
-from ssmax.registration.spec import load as load_registration
-from ssmax.registration.spec import shown
 from ssmax.report.published_rivals import RIVALS
 from ssmax.verdicts.published_file import EXTENSION, PUBLISHED, ROOT, Published, extended, load
+from ssmax.verdicts.registered import gather, is_paper, names, shown
+from ssmax.verdicts.registered import load as load_registration
 from ssmax.verdicts.results import Table
 
 
@@ -61,8 +59,8 @@ def registered_sources(folder: Path = REGISTRATIONS) -> list[Source]:
     where it registered one."""
     out = []
     regs = [load_registration(path) for path in folder.glob("*.json")]
-    for reg in sorted(regs, key=lambda r: (not families.is_paper(r), r.name)):
-        board, path = "leaderboard" in families.names(reg), reg.path
+    for reg in sorted(regs, key=lambda r: (not is_paper(r), r.name)):
+        board, path = "leaderboard" in names(reg), reg.path
         for run in reg.runs:
             name = f"the registered run {run} of {reg.name}"
             out.append(Source(name, (reg.records(run),), board_registered=board,
@@ -140,8 +138,8 @@ def load_run(source: Source) -> Run | None:
 
 def _registered_run(source: Source) -> Run | None:
     """A registered run as one published file: every recorded seed's values, once every seed
-    it plans is recorded; its machines by seed; its kind, confirmatory where it matches its
-    registration (registration.judge.conformity), else what differs."""
+    it plans is recorded; its machines by seed; its page, which says whether it matches its
+    registration (ssmax.registration.judge)."""
     path, name = source.registered  # type: ignore[misc]
     run = gather(load_registration(path), name)
     if not run.records or not run.complete:
@@ -152,7 +150,7 @@ def _registered_run(source: Source) -> Run | None:
     info = {"preset": said[0]["preset"], "seeds": sorted(run.records),
             "train_len": said[0]["train_len"], "commit": ", ".join(commits),
             "date": " to ".join(dict.fromkeys([dates[0], dates[-1]])),
-            "kind": _kind(conformity(run))}  # fmt: skip
+            "page": run.reg.page}  # fmt: skip
     by_machine: dict[str, list[int]] = {}
     for seed, r in zip(info["seeds"], said, strict=True):
         where = r.get("cpu") or r.get("device") or "not in the record"
@@ -161,10 +159,6 @@ def _registered_run(source: Source) -> Run | None:
         f"{m} ({span(seeds)})" for m, seeds in by_machine.items())  # fmt: skip
     pub = Published(run.table(), info)
     return Run(source, pub, pub.table, list(source.files), [info], [machine])
-
-
-def _kind(differs: list[str]) -> str:
-    return f"exploratory: {'; '.join(differs)}" if differs else "confirmatory"
 
 
 def _machine(pub: Published, path: Path, source: Source) -> str:

@@ -1,6 +1,9 @@
 """A registration as data: docs/registration/<name>.json, the machine-readable twin of the page
 beside it. What a confirmatory run must match (seeds, variants, preset, the commit its nodes
-ran) and the rule that judges it, fixed before any of its seeds ran."""
+ran) and the rule that judges it, fixed before any of its seeds ran; the seeds a run plans (a
+seed that failed twice replaced by the next spare) and what it has recorded
+(docs/results/<name>/<run>/seed<S>.json). Data only: ssmax.registration runs the seeds and
+judges them; report.published_runs tables a complete run in the leaderboard."""
 
 from __future__ import annotations
 
@@ -8,8 +11,10 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from ssmax.verdicts.results import Table
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository, where docs/ lies
 REGISTRATION = ROOT / "docs" / "registration" / "confirmatory-2026-11-29.json"
@@ -102,3 +107,79 @@ def cli(main: Callable[[list[str] | None], int]) -> int:
             raise
         print(f"error: {refusal.code}", file=sys.stderr)
         return 2
+
+
+def record_path(reg: Registration, run: str, seed: int, failed: bool = False) -> Path:
+    return reg.records(run) / f"seed{seed}{'.failed' if failed else ''}.json"
+
+
+def planned(reg: Registration, run: str) -> list[int]:
+    """The run's seeds in order, each seed with a failure record replaced by the next spare
+    (a spare that failed too by the one after it); DESIGN: the design seeds as registered
+    (spares stand in for verdict seeds only)."""
+    if run == DESIGN:
+        return list(reg.design_seeds)
+    spares, out = list(reg.spares), []
+    for seed in reg.seeds_of(run):
+        while record_path(reg, run, seed, failed=True).is_file():
+            if not spares:
+                raise SystemExit(f"seed {seed} failed and no spare seed is left")
+            seed = spares.pop(0)
+        out.append(seed)
+    return out
+
+
+def to_run(reg: Registration, run: str) -> list[int]:
+    """The planned seeds without a record yet (nor a failure record: a design seed's), in
+    order."""
+    return [s for s in planned(reg, run) if not record_path(reg, run, s).is_file()
+            and not record_path(reg, run, s, failed=True).is_file()]  # fmt: skip
+
+
+@dataclass
+class Run:
+    """One registered run's records as they stand."""
+
+    reg: Registration
+    name: str
+    planned: list[int]
+    records: dict[int, dict] = field(default_factory=dict)  # seed -> its record
+    failed: dict[int, dict] = field(default_factory=dict)  # seed -> its failure record
+
+    @property
+    def complete(self) -> bool:
+        return all(s in self.records for s in self.planned)
+
+    def table(self) -> Table:
+        """variant -> metric -> seed -> value, every recorded seed."""
+        out: Table = {}
+        for seed, rec in sorted(self.records.items()):
+            for v, ms in rec["results"].items():
+                for m, by_seed in ms.items():
+                    out.setdefault(v, {}).setdefault(m, {})[seed] = float(by_seed[str(seed)])
+        return out
+
+
+def gather(reg: Registration, run: str) -> Run:
+    out = Run(reg, run, planned(reg, run))
+    for path in sorted(reg.records(run).glob("seed*.json")):
+        rec = json.loads(path.read_text())
+        (out.failed if path.name.endswith(".failed.json") else out.records)[rec["seed"]] = rec
+    return out
+
+
+PAPER = ("primary", "secondary")  # verdicts.claims.claims() makes both at once
+KNOWN = (*PAPER, "rivals", "leaderboard")
+
+
+def names(reg: Registration) -> list[str]:
+    """The registered families, in the registration's order."""
+    out = list(reg.data["rule"]["families"])
+    unknown = [f for f in out if f not in KNOWN]
+    if unknown:
+        raise SystemExit(f"{reg.name}: the judge knows no family {unknown[0]!r} ({KNOWN})")
+    return out
+
+
+def is_paper(reg: Registration) -> bool:
+    return bool(set(names(reg)) & set(PAPER))
