@@ -216,7 +216,7 @@ LEGEND = (
 def run_line(run: Run) -> str:
     if run.source.registered:  # one folder of seed records
         (info,), (path, _) = run.runs, run.source.registered
-        return (f"- {run.source.name}: {_shown(run.files[0])}/ (seeds {span(info['seeds'])}, "
+        return (f"- {run.source.name}: {run.named} (seeds {span(info['seeds'])}, "
                 f"{info['date']}, at {info['commit']}, {run.machines[0]}), registered before its "
                 f"seeds ran ({_shown(path.with_suffix('.md'))}; whether it matches its "
                 f"registration: {_shown(info['page'])}); preset {info['preset']}.")  # fmt: skip

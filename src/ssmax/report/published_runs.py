@@ -60,11 +60,11 @@ def registered_sources(folder: Path = REGISTRATIONS) -> list[Source]:
     out = []
     regs = [load_registration(path) for path in folder.glob("*.json")]
     for reg in sorted(regs, key=lambda r: (not is_paper(r), r.name)):
-        board, path = "leaderboard" in names(reg), reg.path
+        board = "leaderboard" in names(reg)
         for run in reg.runs:
             name = f"the registered run {run} of {reg.name}"
             out.append(Source(name, (reg.records(run),), board_registered=board,
-                              registered=(path, run)))  # fmt: skip
+                              registered=(reg.path, run)))  # fmt: skip
     return out
 
 
