@@ -22,6 +22,7 @@ from ssmax.report.published_board_figure import (
     curves,
     digest,
     draw,
+    figure,
     figure_files,
     figure_stale,
     png_source,
@@ -87,16 +88,16 @@ def test_the_figure_is_what_the_files_give() -> None:
 
 
 def test_a_cell_recomputes_from_the_file(page: str) -> None:
-    """(m) against (b) at 20x and (k) against (a) on NIAH past N: effect and interval from the
-    file by hand, and the mark from the family's p-values corrected by hand (decided where both
-    are below 0.05)."""
+    """(m) against (b) at 20x, (l) against (a) on NIAH past N and at 20x, from the rival laws'
+    file (the first run that holds them): effect and interval from the file by hand, and the
+    mark from the family's p-values corrected by hand (decided where both are below 0.05)."""
     table = rows(page)
     columns = ["law", "where", "niah past 1x", "needle top mean", "loss @5x", "loss @10x",
                "loss @20x"]  # fmt: skip
     adjusted = family_adjusted(RIVALS)
     for letter, law, base, measure, shown in [
         ("m", "m_yarn_temp_inference", "b_ssmax", "loss @20x", "▲"),
-        ("k", "k_scale_invariant", "a_softmax", "niah past 1x", "○"),
+        ("l", "l_asentmax", "a_softmax", "niah past 1x", "○"),
         ("l", "l_asentmax", "a_softmax", "loss @20x", "▼"),
     ]:
         mean, lo, hi = by_hand(RIVALS, law, base, measure)
@@ -108,18 +109,38 @@ def test_a_cell_recomputes_from_the_file(page: str) -> None:
     assert "m = 30; permutation floor 11 seeds" in page  # 3 laws x 5 measures x 2 bases
 
 
+def arms_by_hand(law: str, base: str, measure: str) -> tuple[float, float, float]:
+    """by_hand over the arms run's seed records (one file a seed)."""
+    folder = ROOT / "docs" / "results" / "arms-2026-11-29" / "cpu"
+    values = [json.loads(f.read_text())["results"] for f in sorted(folder.glob("seed*.json"))]
+    d = np.array([MEASURES[measure] * (v[law][measure][s] - v[base][measure][s])
+                  for v in values for s in v[law][measure]])  # fmt: skip
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return d.mean(), d.mean() - half, d.mean() + half
+
+
 def test_every_law_of_the_files_has_a_row_and_a_line(page: str) -> None:
     """(a)-(f) from the confirmatory run's 24 registered seeds (the first run that holds them),
-    (k)-(m) from the rival laws' file; (b) against (a) is the primary claims' ordering (as the
-    README's confirmatory lines say it), and (a)'s row reads it from its other side."""
+    (k), (k2), (l2), (m2), (m3), (n)-(r) from the arms run's 24 (registered too, complete on
+    2026-11-30), (l) and (m) from the rival laws' file; (b) against (a) is the primary claims'
+    ordering (as the README's confirmatory lines say it), and (a)'s row reads it from its other
+    side. An arms cell's effect and interval recompute from its seed records."""
     table = rows(page)
-    assert list(table) == ["a", "b", "c", "d", "e", "f", "k", "l", "m"]
+    arms = ["k", "k2", "l2", "m2", "m3", "n", "o", "p", "q", "r"]
+    assert list(table) == ["a", "b", "c", "d", "e", "f", "k", "k2", "l", "l2", "m", "m2", "m3",
+                           "n", "o", "p", "q", "r"]  # fmt: skip
     for letter in "abcdef":
         assert table[letter][1] == ("seeds 13-36 (24)<br>docs/results/confirmatory-2026-11-29/"
                                     "cpu/<br>AMD EPYC")  # fmt: skip
         assert table[letter][5] != "-"
-    for letter in "klm":
+    for letter in "lm":
         assert table[letter][5] != "-" and "rival_laws_seeds3-12.json" in table[letter][1]
+    for letter in arms:
+        assert table[letter][1].startswith("seeds 13-36 (24)<br>docs/results/arms-2026-11-29/cpu/")
+    mean, lo, hi = arms_by_hand("k_scale_invariant", "a_softmax", "niah past 1x")
+    assert table["k"][2].startswith(f"a: {mean:+.2f} [{lo:+.2f}, {hi:+.2f}] ▲<br>b: ")
+    mean, lo, hi = arms_by_hand("q_sink", "b_ssmax", "loss @5x")
+    assert table["q"][4].endswith(f"<br>b: {mean:+.2f} [{lo:+.2f}, {hi:+.2f}] ▼")
     assert table["b"][2].startswith("a: +0.20 [+0.13, +0.28] ▲<br>b: *0.59 [")
     assert table["a"][2].endswith("<br>b: -0.20 [-0.28, -0.13] ▼")
     readme = (ROOT / "README.md").read_text()
@@ -128,9 +149,10 @@ def test_every_law_of_the_files_has_a_row_and_a_line(page: str) -> None:
         "registered before its seeds ran (docs/registration/confirmatory-2026-11-29.md; "
         "whether it matches its registration: docs/confirmatory.md); preset tiny." in page
     )
-    assert "- not in yet: the registered run cpu of arms-2026-11-29, tabled once" in page
+    assert "- the registered run cpu of arms-2026-11-29: docs/results/arms-2026-11-29/cpu/" in page
+    assert "- not in yet: the registered run gpu of arms-2026-11-29, tabled once" in page
     found = curves([r for r in (load_run(s) for s in sources()) if r])
-    assert [c.variant[0] for c in found] == list("abcdefklm")
+    assert [c.variant.split("_")[0] for c in found] == list("abcdefkkllmmmnopqr")
 
 
 def registered(tmp_path: Path, seeds: list[int]) -> Source:
@@ -224,6 +246,20 @@ def test_the_png_is_drawn_from_its_numbers(tmp_path: Path) -> None:
     assert figure_stale(numbers + "x\n", png, table)
     table.write_text(numbers + "x\n")
     assert figure_stale(numbers + "x\n", png, table)  # the PNG's digest is the old numbers'
+
+
+def test_every_label_of_the_legend_is_inside_the_figure() -> None:
+    """Every law the runs give (18 on 2026-11-30, with the longest labels of the project): the
+    legend's box, as drawn, lies inside the figure's (three columns of them ran past both edges
+    of the committed PNG)."""
+    _, found = figure_files()
+    fig = figure(found)
+    fig.draw_without_rendering()
+    (legend,) = fig.legends
+    box, page = legend.get_window_extent(), fig.bbox
+    assert len(legend.get_texts()) == len(found) >= 12
+    assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
+    assert page.y0 <= box.y0 and box.y1 <= page.y1, (box, page)
 
 
 def test_a_new_results_file_is_a_run_of_its_own(tmp_path: Path) -> None:

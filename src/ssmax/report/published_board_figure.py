@@ -16,9 +16,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ssmax.config.variants import by_letter, color, facts, label, ordered
 from ssmax.report.plotting import new_figure
@@ -26,8 +28,13 @@ from ssmax.report.published_runs import Run, Source, load_run, sources, span
 from ssmax.verdicts.published_file import ROOT
 from ssmax.verdicts.stats import Interval
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 FIGURE = ROOT / "docs" / "figures" / "leaderboard_niah.png"
 FIGURE_CSV = FIGURE.with_suffix(".csv")
+DPI = 110
+LEGEND_COLUMNS = 2  # the labels are long ("(m3) dynamic YaRN (interpolation + temperature), ...")
 BAND_SEEDS = 3  # fewer seeds: the t-interval spans most of [0, 1]; a dashed line, no band
 NIAH_AT = re.compile(r"niah @([\d.]+)x")  # results.json's accuracy at one context (theta x50)
 
@@ -101,10 +108,12 @@ def figure_caption(found: list[Curve]) -> str:
             f"[{_rel(FIGURE_CSV)}]({_rel(FIGURE_CSV)}).")  # fmt: skip
 
 
-def draw(found: list[Curve], csv_text: str) -> bytes:
-    """The PNG: a line per law (its facts' label and colour), the data's digest in its
-    metadata, no date or software version (the same venv draws the same bytes)."""
-    fig, (ax,) = new_figure(1, width=8.0, height=5.6)
+def figure(found: list[Curve]) -> Figure:
+    """A line per law (its facts' label and colour) with its band; the legend below in two
+    columns, the figure taller by its rows, so that every label fits inside it (three columns
+    of 18 laws ran past both edges)."""
+    rows = math.ceil(len(found) / LEGEND_COLUMNS)
+    fig, (ax,) = new_figure(1, width=8.0, height=4.6 + 0.17 * rows)
     ticks: set[float] = set()
     for c in found:
         xs = [float(k) for k in c.multiples]
@@ -124,10 +133,16 @@ def draw(found: list[Curve], csv_text: str) -> bytes:
            xlim=(0.5, max(ticks, default=1) + 0.5))  # fmt: skip
     ax.set_title("NIAH accuracy by context: mean over seeds, 95% t-interval", fontsize=10)
     ax.grid(alpha=0.3)
-    fig.legend(loc="outside lower center", ncols=3, fontsize=7, frameon=False)
+    fig.legend(loc="outside lower center", ncols=LEGEND_COLUMNS, fontsize=7, frameon=False)
+    return fig
+
+
+def draw(found: list[Curve], csv_text: str) -> bytes:
+    """The PNG of figure(found), the data's digest in its metadata, no date or software
+    version (the same venv draws the same bytes)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110,
-                metadata={"Software": None, "Source": digest(csv_text)})  # fmt: skip
+    figure(found).savefig(buffer, format="png", dpi=DPI,
+                          metadata={"Software": None, "Source": digest(csv_text)})  # fmt: skip
     return buffer.getvalue()
 
 
