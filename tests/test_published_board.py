@@ -31,6 +31,7 @@ from ssmax.report.published_rivals import RIVALS
 from ssmax.report.published_runs import SOURCES, Source, load_run, sources
 from ssmax.verdicts.published_file import ROOT
 
+ARMS = ROOT / "docs" / "results" / "arms-2026-11-29" / "cpu"  # its seed records, one a seed
 LAWS, BASES = ("k_scale_invariant", "l_asentmax", "m_yarn_temp_inference"), ("a_softmax", "b_ssmax")
 MEASURES = {"niah past 1x": 1, "needle top mean": 1, "loss @5x": -1, "loss @10x": -1,
             "loss @20x": -1}  # the better side: higher accuracy, lower loss  # fmt: skip
@@ -51,12 +52,16 @@ def rows(block: str) -> dict[str, list[str]]:
     return out
 
 
-def by_hand(file: Path, law: str, base: str, measure: str) -> tuple[float, float, float]:
-    """law against base on a measure, from the file itself: mean and 95% t-interval of the
-    paired differences, positive on the law's better side."""
-    values = json.loads(file.read_text())["results"]
-    x, y = values[law][measure], values[base][measure]
-    d = np.array([MEASURES[measure] * (x[s] - y[s]) for s in sorted(set(x) & set(y))])
+def by_hand(source: Path, law: str, base: str, measure: str) -> tuple[float, float, float]:
+    """law against base on a measure, from the file itself (or a registered run's folder, one
+    file a seed): mean and 95% t-interval of the paired differences, positive on the law's
+    better side."""
+    files = sorted(source.glob("seed*.json")) if source.is_dir() else [source]
+    pairs = [(v[law][measure], v[base][measure])
+             for v in (json.loads(f.read_text())["results"] for f in files)]  # fmt: skip
+    d = np.array(
+        [MEASURES[measure] * (x[s] - y[s]) for x, y in pairs for s in sorted(set(x) & set(y))]
+    )
     half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
     return d.mean(), d.mean() - half, d.mean() + half
 
@@ -109,16 +114,6 @@ def test_a_cell_recomputes_from_the_file(page: str) -> None:
     assert "m = 30; permutation floor 11 seeds" in page  # 3 laws x 5 measures x 2 bases
 
 
-def arms_by_hand(law: str, base: str, measure: str) -> tuple[float, float, float]:
-    """by_hand over the arms run's seed records (one file a seed)."""
-    folder = ROOT / "docs" / "results" / "arms-2026-11-29" / "cpu"
-    values = [json.loads(f.read_text())["results"] for f in sorted(folder.glob("seed*.json"))]
-    d = np.array([MEASURES[measure] * (v[law][measure][s] - v[base][measure][s])
-                  for v in values for s in v[law][measure]])  # fmt: skip
-    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-    return d.mean(), d.mean() - half, d.mean() + half
-
-
 def test_every_law_of_the_files_has_a_row_and_a_line(page: str) -> None:
     """(a)-(f) from the confirmatory run's 24 registered seeds (the first run that holds them),
     (k), (k2), (l2), (m2), (m3), (n)-(r) from the arms run's 24 (registered too, complete on
@@ -137,9 +132,9 @@ def test_every_law_of_the_files_has_a_row_and_a_line(page: str) -> None:
         assert table[letter][5] != "-" and "rival_laws_seeds3-12.json" in table[letter][1]
     for letter in arms:
         assert table[letter][1].startswith("seeds 13-36 (24)<br>docs/results/arms-2026-11-29/cpu/")
-    mean, lo, hi = arms_by_hand("k_scale_invariant", "a_softmax", "niah past 1x")
+    mean, lo, hi = by_hand(ARMS, "k_scale_invariant", "a_softmax", "niah past 1x")
     assert table["k"][2].startswith(f"a: {mean:+.2f} [{lo:+.2f}, {hi:+.2f}] ▲<br>b: ")
-    mean, lo, hi = arms_by_hand("q_sink", "b_ssmax", "loss @5x")
+    mean, lo, hi = by_hand(ARMS, "q_sink", "b_ssmax", "loss @5x")
     assert table["q"][4].endswith(f"<br>b: {mean:+.2f} [{lo:+.2f}, {hi:+.2f}] ▼")
     assert table["b"][2].startswith("a: +0.20 [+0.13, +0.28] ▲<br>b: *0.59 [")
     assert table["a"][2].endswith("<br>b: -0.20 [-0.28, -0.13] ▼")
