@@ -274,7 +274,7 @@ def test_a_new_results_file_is_a_run_of_its_own(tmp_path: Path) -> None:
     assert sources(declared, tmp_path, registrations=None) == declared
     registered = [
         f"the registered run {run} of {name}"
-        for name in ("confirmatory-2026-11-29", "arms-2026-11-29")
+        for name in ("confirmatory-2026-11-29", "arms-2026-11-29", "length-laws-2026-11-30")
         for run in ("cpu", "gpu")
     ]  # the paper's claims first
     assert [s.name for s in sources()] == [*registered, *(s.name for s in SOURCES)]  # today
