@@ -17,6 +17,7 @@ from ssmax.registration.run import planned, record_path
 from ssmax.verdicts.claims import claims
 from ssmax.verdicts.registered import REGISTRATION, ROOT, Registration, load
 from ssmax.verdicts.results import Results, Settings
+from ssmax.verdicts.stats import paired_t_power
 
 TINY_COLUMNS = ("pretrain val loss", "loss @1x", "loss @5x", "loss @10x", "loss @20x",
                 "loss @1x training theta", "niah @1x", "niah past 1x",
@@ -161,6 +162,16 @@ def hand_record(reg: Registration, run: str, seed: int, commit: str, lead: str) 
            "nodes": {f"pretrain/a_softmax/seed{seed}": {"git_commit": commit}}}  # fmt: skip
     record_path(reg, run, seed).parent.mkdir(parents=True, exist_ok=True)
     record_path(reg, run, seed).write_text(json.dumps(rec))
+
+
+def min_detectable_recompute(reg: Registration, m: int) -> None:
+    """The registration's min_detectable_sd: the smallest effect (in sd of the per-seed
+    difference, to 0.001) with power 0.8 at 0.05 / m for each seed count; and its 24 cpu seeds."""
+    level = reg.data["rule"]["alpha"] / m
+    for n, d in reg.data["seed_count"]["min_detectable_sd"].items():
+        assert paired_t_power(d, 1.0, int(n), level) >= 0.8
+        assert paired_t_power(d - 0.002, 1.0, int(n), level) < 0.8
+    assert reg.data["seed_count"]["n_cpu"] == len(reg.seeds_of("cpu")) == 24
 
 
 def committed_as_is(monkeypatch: pytest.MonkeyPatch) -> None:
