@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from ssmax.registration import judge, power
 from ssmax.registration.run import main as run_main
 from ssmax.registration.run import planned, record_path
 from ssmax.verdicts.claims import claims
-from ssmax.verdicts.registered import REGISTRATION, ROOT, Registration, load
+from ssmax.verdicts.registered import DESIGN, REGISTRATION, ROOT, Registration, load
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.stats import paired_t_power
 
@@ -172,6 +173,14 @@ def min_detectable_recompute(reg: Registration, m: int) -> None:
         assert paired_t_power(d, 1.0, int(n), level) >= 0.8
         assert paired_t_power(d - 0.002, 1.0, int(n), level) < 0.8
     assert reg.data["seed_count"]["n_cpu"] == len(reg.seeds_of("cpu")) == 24
+
+
+def results_beside(reg: Registration) -> Iterator[tuple[Path, dict]]:
+    """Every results file under docs/results/ but the registration's own seed records (path,
+    its "results"): what ran before or beside it."""
+    for path in (ROOT / "docs" / "results").rglob("*.json"):
+        if not path.is_relative_to(reg.records(DESIGN).parent):
+            yield path, json.loads(path.read_text()).get("results", {})
 
 
 def committed_as_is(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,7 @@ from tests.test_registration import (
     hand_made,
     hand_record,
     min_detectable_recompute,
+    results_beside,
     smoke_registration,
 )
 
@@ -49,10 +50,7 @@ def test_its_new_laws_never_ran_before_it() -> None:
     """No published results file holds a law this registration runs for the first time."""
     reg = load(ARMS)
     assert set(reg.variants) >= NEW
-    for path in (ROOT / "docs" / "results").rglob("*.json"):
-        if path.is_relative_to(reg.records(DESIGN).parent):  # its own seeds' records
-            continue
-        results = json.loads(path.read_text()).get("results", {})
+    for path, results in results_beside(reg):
         assert not NEW & set(results), path
 
 

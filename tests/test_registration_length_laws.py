@@ -6,7 +6,6 @@ finished run in that family alone."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from ssmax.registration import judge
 from ssmax.registration.families import differs
 from ssmax.registration.families import judge as judge_families
 from ssmax.registration.run import workdir_of
-from ssmax.verdicts.registered import DESIGN, ROOT, load
+from ssmax.verdicts.registered import ROOT, load
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.stats import permutation_floor
 from tests.test_registration import (
@@ -24,6 +23,7 @@ from tests.test_registration import (
     committed_as_is,
     hand_made,
     min_detectable_recompute,
+    results_beside,
 )
 
 LAWS = ROOT / "docs" / "registration" / "length-laws-2026-11-30.json"
@@ -49,10 +49,7 @@ def test_its_seeds_are_fresh_and_its_laws_never_ran_on_this_preset() -> None:
             assert not ours & (set(them.seeds) | set(them.spares) | {
                 s for run in them.runs for s in them.seeds_of(run)}), other  # fmt: skip
     laws = set(reg.variants) - {"a_softmax", "b_ssmax"}
-    for path in (ROOT / "docs" / "results").rglob("*.json"):
-        if path.is_relative_to(reg.records(DESIGN).parent):  # its own seeds' records
-            continue
-        results = json.loads(path.read_text()).get("results", {})
+    for path, results in results_beside(reg):
         assert not laws & set(results), path
         seen = {int(s) for ms in results.values() for by in ms.values() for s in by}
         assert not seen & ours, path
