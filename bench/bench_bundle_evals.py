@@ -112,7 +112,7 @@ def main() -> None:
             solo.append(evals_s(inputs, base, local))
             bundled.append(evals_s(inputs, base, [*local, f"executor.bundle={args.seeds}"]))
         ratio = statistics.median(s[0] / b[0] for s, b in zip(solo, bundled, strict=True))
-        size = -(-args.seeds // workers)  # ssmax.pipeline.bundle.chunk: a bundle a worker
+        size = -(-args.seeds // workers)  # ssmax.pipeline.bundle.group.chunk: a bundle a worker
         for name, times, x in (("solo", solo, 1.0), (f"bundles of {size}", bundled, ratio)):
             per_seed = statistics.median(t for t, _ in times) / args.seeds
             staged = statistics.median(s for _, s in times) / args.seeds

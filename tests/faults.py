@@ -35,7 +35,7 @@ class KillAt(L.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
     def on_bundle_step(self, folder: object, step: int) -> None:
-        """In a bundle of seeds (ssmax.pipeline.bundle_run): once `step` steps are taken."""
+        """In a bundle of seeds (ssmax.pipeline.bundle.train): once `step` steps are taken."""
         if step == self.step:
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -1,4 +1,4 @@
-"""A seed bundle (ssmax.model.bundle, ssmax.lit.bundle) trains each seed as its solo run would.
+"""A seed bundle (ssmax.model.bundle, ssmax.lit.bundle.run) trains each seed as its solo run would.
 
 The reference is the solo run itself: ssmax.lit.trainer.train (Lightning around LitLM) on the
 smoke preset, per seed, in float64 (trainer.precision=64-true) and in float32 (the tests that
@@ -32,9 +32,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ssmax.lit import bundle as lit_bundle
-from ssmax.lit.bundle import config_plans, train_bundle
-from ssmax.lit.bundle_data import batches, seed_datamodules
+from ssmax.lit.bundle import run as lit_bundle
+from ssmax.lit.bundle.data import batches, seed_datamodules
+from ssmax.lit.bundle.run import config_plans, train_bundle
 from ssmax.lit.trainer import data_state_path
 from ssmax.model import Transformer
 from ssmax.model.bundle import SeedBundle, init_model, param_groups

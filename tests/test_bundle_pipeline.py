@@ -1,4 +1,4 @@
-"""executor.bundle=K in the pipeline (ssmax.pipeline.bundle, bundle_run, bundle_evals): seeds
+"""executor.bundle=K in the pipeline (ssmax.pipeline.bundle: group, train, evals): seeds
 of a variant's pretraining trained as one job give each seed's node as its solo node would: its
 weights, its switch point for (f), its MLflow run, its done record (saying `bundle`), its
 fingerprint (a node cached stays cached whichever way it was made); a bundle killed midway
@@ -24,11 +24,11 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from ssmax.lit.bundle import config_plans
-from ssmax.pipeline import bundle as grouping
+from ssmax.lit.bundle.run import config_plans
 from ssmax.pipeline.__main__ import main
-from ssmax.pipeline.bundle import TRAIN, BundleJob, blocked_nodes, in_order, nodes_of
-from ssmax.pipeline.bundle_run import SeedWriter
+from ssmax.pipeline.bundle import group as grouping
+from ssmax.pipeline.bundle.group import TRAIN, BundleJob, blocked_nodes, in_order, nodes_of
+from ssmax.pipeline.bundle.train import SeedWriter
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.run import plan
 from ssmax.pipeline.stage_code import PACKAGE, stage_code

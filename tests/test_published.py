@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from ssmax.report.headline import SHORT
-from ssmax.report.published import PAGES, PUBLISHED, ROOT, blocks, load, replace_block
+from ssmax.report.published.pages import PAGES, blocks, replace_block
 from ssmax.report.render import markdown
 from ssmax.report.table import gather
 from ssmax.stages.report import declared
 from ssmax.verdicts.against import against, place
 from ssmax.verdicts.claims import PRIMARY, claims
+from ssmax.verdicts.published_file import PUBLISHED, ROOT, load
 from ssmax.verdicts.results import Results, Settings
 from ssmax.verdicts.stats import ALPHA, permutation_floor
 from tests.typed_outputs import typed
@@ -225,7 +226,7 @@ FILE_ONLY = [  # the file argument is a published file: its run said beside its 
 def bad_input(tmp_path: Path, text: str | None, argv: list[str], monkeypatch: pytest.MonkeyPatch,
               capsys: pytest.CaptureFixture[str]) -> tuple[int, str, list]:  # fmt: skip
     """main(argv) with the bad file at {p}: (exit status, stderr, the writes it tried)."""
-    import ssmax.report.published as published
+    import ssmax.report.published.__main__ as published
 
     path = tmp_path / "results.json"
     if text is not None:

@@ -1,5 +1,5 @@
-"""The leaderboard of docs/results.md and its figure (report.published_board and
-report.published_board_figure, issue 60 item 4): up to date against the published files, a cell
+"""The leaderboard of docs/results.md and its figure (report.published.board and
+report.published.board_figure, issue 60 item 4): up to date against the published files, a cell
 recomputed from the file by hand (scipy, numpy, nothing of the project's statistics), a law
 added to a copy of a results file picked up by the table and the figure without a change of
 code, and "-" where a law's run did not measure it."""
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ssmax.report.published_board import board_block, leaderboard
-from ssmax.report.published_board_figure import (
+from ssmax.report.published.board import board_block, leaderboard
+from ssmax.report.published.board_figure import (
     FIGURE,
     FIGURE_CSV,
     curves,
@@ -27,8 +27,8 @@ from ssmax.report.published_board_figure import (
     figure_stale,
     png_source,
 )
-from ssmax.report.published_rivals import RIVALS
-from ssmax.report.published_runs import SOURCES, Source, load_run, sources
+from ssmax.report.published.rivals import RIVALS
+from ssmax.report.published.runs import SOURCES, Source, load_run, sources
 from ssmax.verdicts.published_file import ROOT
 
 ARMS = ROOT / "docs" / "results" / "arms-2026-11-29" / "cpu"  # its seed records, one a seed
@@ -285,7 +285,7 @@ def test_the_check_names_a_stale_figure(
 ) -> None:
     """`python -m ssmax.report.published --check` fails on a figure not drawn from its numbers,
     naming it; without --check it draws it (nothing written here: the writers are stubbed)."""
-    import ssmax.report.published as published
+    import ssmax.report.published.__main__ as published
 
     def current(pub: object) -> dict[str, str]:  # the pages' blocks as they stand
         out = {}

@@ -1,4 +1,4 @@
-"""The rival laws' published files and pages (report.published_rivals, issue 43): written from
+"""The rival laws' published files and pages (report.published.rivals, issue 43): written from
 a report node's results.json (its verdict seeds, or its design seeds), refused where the seeds
 are not those docs/rival-laws.md fixed before the run, and the blocks computed from the file by
 the claims' rule, on hand-made per-seed values whose answer is known in advance."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ssmax.report.published_rivals import RIVAL_SEEDS, design_criteria, rival_laws, rivals_file
+from ssmax.report.published.rivals import RIVAL_SEEDS, design_criteria, rival_laws, rivals_file
 from tests.conftest import make_cfg
 
 LAWS = {"a": "a_softmax", "b": "b_ssmax", "k": "k_scale_invariant", "l": "l_asentmax",
@@ -76,7 +76,7 @@ def test_the_verdict_file_holds_the_fixed_seeds_and_its_page_their_verdicts(
     assert {s for ms in content["results"].values() for by in ms.values() for s in by} == {
         str(s) for s in RIVAL_SEEDS
     }
-    monkeypatch.setattr("ssmax.report.published_rivals.ROOT", tmp_path)
+    monkeypatch.setattr("ssmax.report.published.rivals.ROOT", tmp_path)
     path = written(tmp_path, content, "rival_laws_seeds3-12.json")
     page, short = rival_laws(path, short=False), rival_laws(path, short=True)
     assert page.startswith("Seeds 3-12 (10), run ") and "at 0123456 on AMD EPYC" in page

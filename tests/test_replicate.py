@@ -12,17 +12,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from ssmax.report.published import (
-    PUBLISHED,
-    Published,
-    extended,
-    extended_verdicts,
-    extension_from,
-    load,
-    main,
-)
+from ssmax.report.published.__main__ import main
+from ssmax.report.published.pages import extended_verdicts, extension_from
 from ssmax.verdicts.claims import claims
 from ssmax.verdicts.multiplicity import UNDECIDABLE
+from ssmax.verdicts.published_file import PUBLISHED, Published, extended, load
 from ssmax.verdicts.replicate import compare, read_table, table
 from ssmax.verdicts.results import Results, Settings
 from tests.conftest import make_cfg

@@ -324,9 +324,9 @@ class ExecutorConfig:
     max_requeues: int = rule(5, ge=0)  # slurm: requeues on time-out/preemption, then it fails
     snapshot: bool = False  # local, slurm: the nodes import a copy of src/ and conf/ made at start
     # K > 1: up to K seeds of a variant's pretraining from scratch as one job
-    # (ssmax.pipeline.bundle). Pays on a GPU, where a solo step is kernel launches, not on a
+    # (ssmax.pipeline.bundle.group). Pays on a GPU, where a solo step is kernel launches, not on a
     # CPU (measured slower there: docs/training.md, "Seeds bundled"). Its evals too, one
-    # after another in one process (ssmax.pipeline.bundle_evals)
+    # after another in one process (ssmax.pipeline.bundle.evals)
     bundle: int = rule(0, ge=0)  # inprocess, local: seeds a job (0 or 1: each node alone)
     # path: the longest remaining chain first (the shortest run); seed: the lowest seed first
     # (then path), so that a run stopped midway has whole seeds done

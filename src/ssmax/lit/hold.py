@@ -60,7 +60,7 @@ class HoldAtStep(L.Callback):
             time.sleep(0.05)  # a signal's handler runs here, in the main thread
 
     def on_bundle_step(self, folder: Path, step: int) -> None:
-        """The same hold in a bundle of seeds (ssmax.pipeline.bundle_run), its marker in the
+        """The same hold in a bundle of seeds (ssmax.pipeline.bundle.train), its marker in the
         bundle's folder."""
         if self._done or step != self.step:
             return

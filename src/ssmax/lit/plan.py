@@ -4,7 +4,7 @@ names (TrainingPlan). The config says how to train (model, optimiser, precision,
 plan says what this run is. A training stage (ssmax.stages.pretrain, switch, sft) builds one
 from its config and inputs and never writes the config; the command line builds one from the
 config alone (from_config). ssmax.lit.trainer.train runs one; a seed bundle
-(ssmax.lit.bundle.BundleRun) runs one per seed, the plan its solo node would run.
+(ssmax.lit.bundle.run.BundleRun) runs one per seed, the plan its solo node would run.
 
 No Lightning here: the pipeline's process imports the stages, and they import this.
 """

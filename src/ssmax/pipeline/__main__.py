@@ -19,7 +19,7 @@ from pathlib import Path
 from ssmax.config.compose import ConfigError, check_cli_choices, debug
 from ssmax.data.hub import DataUnavailableError
 from ssmax.host.devices import uses_cuda
-from ssmax.pipeline.bundle import check_bundle
+from ssmax.pipeline.bundle.group import check_bundle
 from ssmax.pipeline.executors import run_pipeline
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.local import Stopped

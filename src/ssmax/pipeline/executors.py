@@ -14,7 +14,7 @@ import time
 
 from omegaconf import DictConfig
 
-from ssmax.pipeline.bundle import bundled
+from ssmax.pipeline.bundle.group import bundled
 from ssmax.pipeline.inprocess import FINISHED, Log, run_inprocess
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.local import run_local

@@ -15,8 +15,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.config.compose import ConfigError
-from ssmax.pipeline.bundle import EVALS, BundleJob, blocked_nodes, nodes_of, settle
-from ssmax.pipeline.bundle_evals import execute_evals
+from ssmax.pipeline.bundle.evals import execute_evals
+from ssmax.pipeline.bundle.group import EVALS, BundleJob, blocked_nodes, nodes_of, settle
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.mlflow_runs import ParentRun
 from ssmax.pipeline.progress import Progress
@@ -25,7 +25,7 @@ from ssmax.stages.spec import stage_spec
 
 Log = Callable[[str], None]
 FINISHED = ("cached", "done")
-Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bundle)
+Job = NodeJob | BundleJob  # a node, or seeds of one bundled (ssmax.pipeline.bundle.group)
 
 
 def execute(job: Job) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def execute(job: Job) -> dict[str, Any]:
         return execute_evals(job)
     if isinstance(job, BundleJob):
         # lazy: Lightning and the bundle's training, only where a bundle runs (a worker)
-        from ssmax.pipeline.bundle_run import execute_bundle
+        from ssmax.pipeline.bundle.train import execute_bundle
 
         return execute_bundle(job)
     return execute_node(job)

@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ssmax.host.environ import patched_environ
-from ssmax.pipeline.bundle import BundleJob, blocked_nodes, settle, time_limit
+from ssmax.pipeline.bundle.group import BundleJob, blocked_nodes, settle, time_limit
 from ssmax.pipeline.inprocess import EVALS, FINISHED, Job, Log, adopt, execute, run_inprocess
 from ssmax.pipeline.mlflow_runs import ParentRun, close_dead_runs
 from ssmax.pipeline.progress import Progress
@@ -34,7 +34,7 @@ from ssmax.tracking.manifest import COMMIT_ENV, git_commit
 from ssmax.tracking.spool import KEPT, end_open_spools
 
 # what a worker runs for a bundle beyond its stage's code (preloaded by the forkserver)
-BUNDLE_MODULES = ["ssmax.pipeline.bundle_run", "ssmax.lit.bundle"]
+BUNDLE_MODULES = ["ssmax.pipeline.bundle.train", "ssmax.lit.bundle.run"]
 
 
 def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> dict[str, str]:
@@ -47,7 +47,7 @@ def run_local(jobs: list[Job], cfg: DictConfig, log: Log, parent: ParentRun) -> 
     context = multiprocessing.get_context("forkserver")
     todo = {job.module for job in jobs if job.done is None and not job.inline}
     frozen = snapshot(cfg.paths.output_dir) if todo and cfg.executor.snapshot else None
-    # an eval bundle needs nothing more: bundle_evals comes with this module (the workers' entry)
+    # an eval bundle needs nothing more: bundle.evals comes with this module (the workers' entry)
     training = any(isinstance(j, BundleJob) and stage_spec(j.module).bundle != EVALS for j in jobs)
     extra = BUNDLE_MODULES if training else []
     with _imports_from(frozen):

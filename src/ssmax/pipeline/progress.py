@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ssmax.pipeline.bundle import BundleJob, nodes_of
+from ssmax.pipeline.bundle.group import BundleJob, nodes_of
 from ssmax.pipeline.job import NodeJob
 
 

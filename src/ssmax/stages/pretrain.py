@@ -71,7 +71,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 def train_start(ctx: StageContext) -> TrainingPlan:
     """The plan this stage's node trains, solo (run) or in a seed bundle
-    (ssmax.pipeline.bundle_run): the corpus, the schedule's steps, the switch point saved."""
+    (ssmax.pipeline.bundle.train): the corpus, the schedule's steps, the switch point saved."""
     # lazy: ssmax.data.lm_module imports Lightning (~4 s on 2 cores); the pipeline process
     # imports every stage module (its SPEC and cost: plan) and stays without it
     from ssmax.data.lm_module import lm_datamodule
@@ -87,7 +87,7 @@ def run(ctx: StageContext) -> Outputs:
 
 
 def seed_outputs(plan: TrainingPlan, done: Trained) -> Outputs:
-    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle_run):
+    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle.train):
     the training's, the switch point's files and step, the steps."""
     (switch_step,) = plan.save_at
     switch = plan.run_dir / f"model_step{switch_step}.pt"

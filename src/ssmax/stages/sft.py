@@ -58,7 +58,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 def train_start(ctx: StageContext) -> TrainingPlan:
     """The plan this stage's node trains, solo (run) or in a seed bundle
-    (ssmax.pipeline.bundle_run): its own data, for its epochs, from the pretrained weights."""
+    (ssmax.pipeline.bundle.train): its own data, for its epochs, from the pretrained weights."""
     # lazy: ssmax.data.sft_module imports Lightning (~4 s on 2 cores); the pipeline process
     # imports every stage module (its SPEC and cost: plan) and stays without it
     from ssmax.data.sft_module import sft_datamodule
@@ -84,6 +84,6 @@ def inherited(ctx: StageContext) -> Outputs:
 
 
 def seed_outputs(plan: TrainingPlan, done: Trained) -> Outputs:
-    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle_run):
+    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle.train):
     the training's."""
     return Outputs(**fields_of(done))

@@ -46,9 +46,9 @@ class StageSpec:
     schedule: a training stage's trainer.<schedule> block (batch size, global batch, steps), the
     one a SLURM profile's devices must divide (ssmax.pipeline.slurm.cluster_profile).
     bundle: how executor.bundle groups its nodes' seeds: "train" (trained as one by
-    ssmax.pipeline.bundle_run; the module has train_start(ctx), its node's TrainingPlan, and
+    ssmax.pipeline.bundle.train; the module has train_start(ctx), its node's TrainingPlan, and
     seed_outputs(plan, done), its outputs once trained: done, ssmax.stages.outputs.Trained),
-    "evals" (evaluated one after another in one process: ssmax.pipeline.bundle_evals); None:
+    "evals" (evaluated one after another in one process: ssmax.pipeline.bundle.evals); None:
     each node runs alone. artifacts: folders of its node's folder logged as artifacts of the
     pipeline's MLflow run once it is done or cached. shows: the outputs the pipeline run prints
     at its end (`<stage>: <the first>`, then each line of the others: lists of lines).

@@ -65,7 +65,7 @@ def cost(cfg: DictConfig, stage: str, inputs: list[str]) -> StageCost:
 
 def train_start(ctx: StageContext) -> TrainingPlan:
     """The plan this stage's node trains, solo (run) or in a seed bundle
-    (ssmax.pipeline.bundle_run): the start variant's weights on the corpus, and from its switch
+    (ssmax.pipeline.bundle.train): the start variant's weights on the corpus, and from its switch
     point the remaining steps, a fresh warmup and its data position."""
     # lazy: ssmax.data.lm_module imports Lightning (~4 s on 2 cores); the pipeline process
     # imports every stage module (its SPEC and cost: plan) and stays without it
@@ -88,6 +88,6 @@ def run(ctx: StageContext) -> Outputs:
 
 
 def seed_outputs(plan: TrainingPlan, done: Trained) -> Outputs:
-    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle_run):
+    """Its outputs once its plan trained (run, and a bundled seed: ssmax.pipeline.bundle.train):
     the training's and its steps."""
     return Outputs(**fields_of(done), steps=plan.length.total)

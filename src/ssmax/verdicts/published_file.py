@@ -1,7 +1,7 @@
 """A published run as data: a file of docs/results/ shaped as the report's results.json
 (variant -> metric -> seed -> value) with what the run was, how it is read (`load`) and how it
 is written from a run's report node (`run_file`). The pages made from such files:
-report.published (the paper's verdict run) and report.published_rivals (issue 43)."""
+report.published (the paper's verdict run) and report.published.rivals (issue 43)."""
 
 from __future__ import annotations
 

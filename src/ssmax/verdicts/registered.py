@@ -3,7 +3,7 @@ beside it. What a confirmatory run must match (seeds, variants, preset, the comm
 ran) and the rule that judges it, fixed before any of its seeds ran; the seeds a run plans (a
 seed that failed twice replaced by the next spare) and what it has recorded
 (docs/results/<name>/<run>/seed<S>.json). Data only: ssmax.registration runs the seeds and
-judges them; report.published_runs tables a complete run in the leaderboard."""
+judges them; report.published.runs tables a complete run in the leaderboard."""
 
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ def leaderboard(results: Results, variants: Sequence[str] = ()) -> tuple[list[Ro
 def board(results: Results, laws: Sequence[str], flips: bool = True) -> tuple[list[Row], Claim]:
     """The family "leaderboard" of one run: each law (letters, none of them a base) against (a)
     and (b) on each headline measure the run has, Benjamini-Hochberg; (rows, the family's
-    claim-like record). report.published_board reads every run's laws this way."""
+    claim-like record). report.published.board reads every run's laws this way."""
     family = check(results, "leaderboard", "every law against (a) and (b)",
                    board_orderings(results, laws))  # fmt: skip
     apply_rule([family], family=lambda c: "leaderboard", flips=flips)

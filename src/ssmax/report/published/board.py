@@ -3,7 +3,7 @@ published seeds against (a) and (b) on the headline measures, and one figure of 
 context, both made from the published files of docs/results/ by `make results-page`
 (report.published: the block "leaderboard" of docs/results.md, and FIGURE with its CSV).
 
-What it reads: the runs of report.published_runs (sources(): those SOURCES declares, then every
+What it reads: the runs of report.published.runs (sources(): those SOURCES declares, then every
 other published file of docs/results/ as a run of its own, so a new results file needs no code
 either). It names no law: every variant of a run that goes through the evals (facts.evals) is
 one, so a file that gains a law gains a row and a line, labelled and coloured by its
@@ -28,7 +28,7 @@ claims' rule (verdicts.claims, verdicts.multiplicity), else not separated. Decid
 A base's line for itself is its own mean [95% t-interval].
 
 The figure of NIAH by context under the table, its numbers and its PNG:
-report.published_board_figure.
+report.published.board_figure.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ssmax.config.variants import by_letter, facts, label, ordered
-from ssmax.report.published_board_figure import FIGURE, _rel, curves, figure_caption
-from ssmax.report.published_runs import Run, Source, load_run, sources, span
+from ssmax.report.published.board_figure import FIGURE, _rel, curves, figure_caption
+from ssmax.report.published.runs import Run, Source, load_run, sources, span
 from ssmax.verdicts.claims import Checked, Ordering, check, claims, long_multiples
 from ssmax.verdicts.metrics import values_of
 from ssmax.verdicts.published_file import ROOT

@@ -1,4 +1,4 @@
-"""A BundleRun checkpoint (ssmax.lit.bundle) cut down to some of its seeds: a bundle started
+"""A BundleRun checkpoint (ssmax.lit.bundle.run) cut down to some of its seeds: a bundle started
 again with fewer seeds goes on from the furthest checkpoint that holds them all."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ and sft:
   train() loads them (load_backbone: the variant's own scalars keep their init);
 - data: each seed its own datamodule, sampler and planted facts (seeded by the seed, as
   lm_datamodule or sft_datamodule), so its own order, begun where its plan's data_start
-  (another run's data_step<N>.json) says (ssmax.lit.bundle_data); epochs roll over as
+  (another run's data_step<N>.json) says (ssmax.lit.bundle.data); epochs roll over as
   the sampler counts them;
   on CUDA each seed's batches made in a loader process of its own (the same batches). SFT's
   batches are trimmed to their longest example, so the seeds' widths differ: each is padded
@@ -45,10 +45,10 @@ and sft:
 
 BundleRun holds that state step by step: its state_dict is a checkpoint of every seed at once
 (stacked weights, AdamW's moments, the schedule, the steps taken), which
-ssmax.lit.bundle_checkpoint.sliced cuts down to some of the seeds, and load_state_dict goes on
+ssmax.lit.bundle.checkpoint.sliced cuts down to some of the seeds, and load_state_dict goes on
 from one. What it leaves to its caller
 (BundleHooks): writing checkpoints, MLflow and the node folders (the pipeline's wiring:
-ssmax.pipeline.bundle; docs/training.md, "Seeds bundled").
+ssmax.pipeline.bundle.group; docs/training.md, "Seeds bundled").
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ from omegaconf import DictConfig
 
 from ssmax.data.lm_module import LMDataModule, lm_datamodule
 from ssmax.data.sft_module import sft_datamodule
-from ssmax.lit.bundle_data import passes, seed_datamodules, sft_datamodules, stacked, with_workers
-from ssmax.lit.bundle_precision import forward_context, precision_of
+from ssmax.lit.bundle.data import passes, seed_datamodules, sft_datamodules, stacked, with_workers
+from ssmax.lit.bundle.precision import forward_context, precision_of
 from ssmax.lit.lightning_module import lr_factor
 from ssmax.lit.plan import TrainingPlan
 from ssmax.model.bundle import SeedBundle, param_groups
@@ -124,7 +124,7 @@ def config_plans(
 
 class BundleHooks:
     """What a caller does as a bundle trains (the pipeline: MLflow, switch-point files,
-    checkpoints; ssmax.pipeline.bundle). Each method is a no-op here."""
+    checkpoints; ssmax.pipeline.bundle.group). Each method is a no-op here."""
 
     def after_step(self, run: BundleRun, step: int, loss: torch.Tensor, lr: float) -> None:
         """After optimizer step `step` (0-based) and what follows it (its save point, its
@@ -134,7 +134,7 @@ class BundleHooks:
 class BundleRun:
     """train_bundle's state, stepwise: the bundle, its AdamW and LR schedule, each seed's
     datamodule, the steps taken and what they gave. state_dict / load_state_dict: a checkpoint
-    of all of it (resume: ssmax.pipeline.bundle), each seed's slice one solo run's state."""
+    of all of it (resume: ssmax.pipeline.bundle.group), each seed's slice one solo run's state."""
 
     def __init__(
         self,

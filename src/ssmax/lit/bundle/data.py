@@ -1,4 +1,4 @@
-"""Each seed's data in a seed bundle (ssmax.lit.bundle): its datamodule as its solo run builds
+"""Each seed's data in a seed bundle (ssmax.lit.bundle.run): its datamodule as its solo run builds
 it (the rows or examples that every seed shares read once), its batches pass by pass (where a
 pass ends, Lightning steps with the micro-batches it has), and the seeds' batches stacked.
 """

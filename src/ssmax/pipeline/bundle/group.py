@@ -3,12 +3,12 @@
 The training nodes (of a stage whose SPEC says bundle="train": pretraining from scratch, (e)
 and (f)'s switch, SFT) of one stage and variant whose configs are equal but for the seed are
 grouped, up to K at a time in DAG order, into a BundleJob that an executor runs as one unit
-(ssmax.pipeline.bundle_run.execute_bundle: one ssmax.lit.bundle.BundleRun for all, each seed
+(ssmax.pipeline.bundle.train.execute_bundle: one ssmax.lit.bundle.run.BundleRun for all, each seed
 from its own inputs' weights and data position, then each seed's node folder, MLflow run and
 done record as its solo node writes them). A node stays solo where a bundle would not train it
 as its solo run does (why_solo), and a group of one is a solo node. The eval nodes
 (bundle="evals") are grouped the same way and evaluated seed after seed in one process
-(ssmax.pipeline.bundle_evals), once all their inputs are finished. Nothing here changes a
+(ssmax.pipeline.bundle.evals), once all their inputs are finished. Nothing here changes a
 node: its fingerprint, folder and record name are the planned ones, so a node cached
 stays cached whichever way it was made.
 
@@ -32,10 +32,10 @@ from ssmax.pipeline.fingerprint import fingerprint
 from ssmax.pipeline.job import NodeJob
 from ssmax.stages.spec import stage_spec
 
-# StageSpec.bundle: a bundle trains its nodes' seeds as one (ssmax.pipeline.bundle_run), or
-# evaluates them seed after seed (ssmax.pipeline.bundle_evals)
+# StageSpec.bundle: a bundle trains its nodes' seeds as one (ssmax.pipeline.bundle.train), or
+# evaluates them seed after seed (ssmax.pipeline.bundle.evals)
 TRAIN, EVALS = "train", "evals"
-PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle_precision's
+PRECISIONS = ("auto", "32-true", "32", "64-true", "bf16-mixed")  # ssmax.lit.bundle.precision's
 SEED_KEYS = ("seed", "paths.run_dir", "run_name")  # a node's config keys that name its seed
 
 
@@ -45,7 +45,7 @@ class BundleJob:
     it as a node without inputs (name, dir, threads, ...); settle() gives its members' states."""
 
     members: list[NodeJob]
-    dir: str  # its checkpoints' folder (ssmax.pipeline.bundle_run)
+    dir: str  # its checkpoints' folder (ssmax.pipeline.bundle.train)
     threads: int | None = None
     inline: bool = False
 

@@ -1,5 +1,5 @@
-"""One bundle of seeds as one job (ssmax.pipeline.bundle.BundleJob): trained together by
-ssmax.lit.bundle.BundleRun, each seed's node written as its solo node writes it.
+"""One bundle of seeds as one job (ssmax.pipeline.bundle.group.BundleJob): trained together by
+ssmax.lit.bundle.run.BundleRun, each seed's node written as its solo node writes it.
 
 - before: each member's folder opened as for a solo node (ssmax.pipeline.run.open_node), its
   plan (ssmax.lit.plan.TrainingPlan: the weights it starts from, where its data begins) as its
@@ -39,11 +39,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ssmax.files.atomic import atomic_torch_save, atomic_write_json, atomic_write_text
-from ssmax.lit.bundle import BundleHooks, BundleRun
-from ssmax.lit.bundle_checkpoint import sliced
+from ssmax.lit.bundle.checkpoint import sliced
+from ssmax.lit.bundle.run import BundleHooks, BundleRun
 from ssmax.lit.plan import TrainingPlan, data_state_path
 from ssmax.lit.trainer import WEIGHTS_FILE, _drain, build_logger, tracks_system
-from ssmax.pipeline.bundle import TRAIN, BundleJob
+from ssmax.pipeline.bundle.group import TRAIN, BundleJob
 from ssmax.pipeline.job import NodeJob
 from ssmax.pipeline.run import close_node, open_node, pin_process
 from ssmax.pipeline.state import read_done

@@ -1,4 +1,4 @@
-"""A bundle of eval nodes as one job (a ssmax.pipeline.bundle.BundleJob of an EVALS stage):
+"""A bundle of eval nodes as one job (a ssmax.pipeline.bundle.group.BundleJob of an EVALS stage):
 its seeds evaluated one after another in this process, each by the solo node's own call
 (ssmax.pipeline.run.execute_node), so that each writes what its solo node writes, equal bit for
 bit: its folder, outputs, MLflow run and done record (plus `bundle`), under its fingerprint.
@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from ssmax.pipeline.bundle import BundleJob
+from ssmax.pipeline.bundle.group import BundleJob
 from ssmax.pipeline.run import execute_node
 
 

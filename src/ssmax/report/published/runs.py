@@ -1,4 +1,4 @@
-"""The runs the leaderboard reads (report.published_board, issue 60 item 4), each a published
+"""The runs the leaderboard reads (report.published.board, issue 60 item 4), each a published
 file of docs/results/ and the files that add seeds to it, joined as
 verdicts.published_file.extended joins them.
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
 
-from ssmax.report.published_rivals import RIVALS
+from ssmax.report.published.rivals import RIVALS
 from ssmax.verdicts.published_file import EXTENSION, PUBLISHED, ROOT, Published, extended, load
 from ssmax.verdicts.registered import gather, is_paper, names, shown
 from ssmax.verdicts.registered import load as load_registration

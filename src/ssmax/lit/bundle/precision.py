@@ -1,5 +1,5 @@
 """A bundle's precision as Lightning's precision plugin applies trainer.precision to a solo
-run (ssmax.lit.bundle): which settings a bundle runs and what wraps its forward."""
+run (ssmax.lit.bundle.run): which settings a bundle runs and what wraps its forward."""
 
 from __future__ import annotations
 

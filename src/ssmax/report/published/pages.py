@@ -2,14 +2,7 @@
 from it: docs/results.md's per-seed tables and its verdicts on seeds 3-12, the README's headline
 lines, and the 8-seed verdict tables beside the rule before issue 42 (docs/history.md, 2026-11-27).
 
-    python -m ssmax.report.published            # rewrite the generated blocks (make results-page)
-    python -m ssmax.report.published --check    # exit 1 where a page and the file disagree
-    python -m ssmax.report.published --replicate OTHER.json  # another run of some chains,
-                                                # ordering by ordering (verdicts.replicate)
-    python -m ssmax.report.published --extend RUN/results.json  # its seeds that the file
-                                                # lacks, as the extension file (EXTENSION)
-    python -m ssmax.report.published --rivals RUN/results.json  # the rival laws' verdict run
-    python -m ssmax.report.published --rivals-design RUN/results.json  # ... their design seeds
+`python -m ssmax.report.published` (its __main__) writes them.
 
 The extension (issue 42 item 4): fresh seeds added after the first eight were seen, to reach
 the seed count fixed for the primary claims. Its verdicts are computed on the published seeds
@@ -21,32 +14,27 @@ the report's results.json (variant -> metric -> seed -> value), the metrics it l
 and the verdicts published under the rule until issue 42. The claims read it directly
 (gather.Results.table); their verdict table is computed here, never typed. A generated block
 lies between `<!-- published:NAME ... -->` and `<!-- /published:NAME -->`. The rival laws'
-files and blocks (issue 43): report.published_rivals; the files' shape: verdicts.published_file;
+files and blocks (issue 43): report.published.rivals; the files' shape: verdicts.published_file;
 the leaderboard of every law and its figure of NIAH by context (issue 60, docs/figures/):
-report.published_board and report.published_board_figure, whose figure `--check` holds to its
+report.published.board and report.published.board_figure, whose figure `--check` holds to its
 numbers too.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 from ssmax.config.variants import ordered
-from ssmax.files.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
-from ssmax.host.cli import Parser
 from ssmax.report.headline import headline
-from ssmax.report.published_board import board_block
-from ssmax.report.published_board_figure import FIGURE, FIGURE_CSV, draw, figure_files, figure_stale
-from ssmax.report.published_rivals import RIVALS, RIVALS_DESIGN, rival_blocks, rivals_file
+from ssmax.report.published.board import board_block
+from ssmax.report.published.rivals import rival_blocks
 from ssmax.verdicts.claims import Claim, claims
 from ssmax.verdicts.design import without_failed
 from ssmax.verdicts.metrics import table_names
 from ssmax.verdicts.multiplicity import UNDECIDABLE
 from ssmax.verdicts.published_file import (
     EXTENSION,
-    PUBLISHED,
     ROOT,
     Published,
     counts,
@@ -245,84 +233,3 @@ def replace_block(text: str, name: str, body: str) -> str:
     start = text.index("\n", start) + 1
     end = text.index(f"<!-- /published:{name} -->")
     return text[:start] + body + "\n" + text[end:]
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The command; a bad input file: one line on stderr naming it, exit status 2, nothing
-    written (every file is read and checked before any is written)."""
-    try:
-        return _main(argv)
-    except SystemExit as e:
-        if not isinstance(e.code, str):  # argparse's own exits (--help, a bad option)
-            raise
-        print(f"error: {e.code}", file=sys.stderr)
-        return 2
-
-
-def _main(argv: list[str] | None) -> int:
-    parser = Parser("ssmax.report.published", description=__doc__.splitlines()[0])
-    parser.add_argument("file", nargs="?", type=Path, default=PUBLISHED)
-    parser.add_argument("--check", action="store_true", help="change nothing; 1 if stale")
-    parser.add_argument("--replicate", type=Path, metavar="OTHER.json",
-                        help="print which orderings' verdicts another run of some chains "
-                        "gives again (its results.json), and change nothing")  # fmt: skip
-    parser.add_argument("--extend", type=Path, metavar="RESULTS.json",
-                        help=f"write {EXTENSION.relative_to(ROOT)} from a run's results.json "
-                        "(its seeds that the file lacks), then rewrite the pages")  # fmt: skip
-    parser.add_argument("--rivals", type=Path, metavar="RESULTS.json",
-                        help=f"write {RIVALS.relative_to(ROOT)} from the rival laws' "
-                        "verdict run's results.json (its seeds outside preset.design), then "
-                        "rewrite the pages")  # fmt: skip
-    parser.add_argument(
-        "--rivals-design",
-        type=Path,
-        metavar="RESULTS.json",
-        help=f"write {RIVALS_DESIGN.relative_to(ROOT)} from the rival laws' "
-        "design run's results.json (its design seeds), then rewrite the pages",
-    )
-    args = parser.parse_args(argv)
-    pub = load(args.file)
-    writes = []  # (path, content): made, every input checked, before any is written
-    if args.extend:
-        writes.append((EXTENSION, extension_from(args.extend, pub)))
-    for results, path, design in ((args.rivals, RIVALS, False),
-                                  (args.rivals_design, RIVALS_DESIGN, True)):  # fmt: skip
-        if results:
-            writes.append((path, rivals_file(results, design)))
-    if args.replicate:
-        print(replication(pub, args.replicate))
-        return 0
-    for path, content in writes:
-        atomic_write_json(path, content, indent=2)
-        print(f"wrote {path.relative_to(ROOT)}: seeds {content['run']['seeds']}")
-    made, stale = blocks(pub), []
-    numbers, found = figure_files()  # the leaderboard figure's numbers, read before any write
-    for page in dict.fromkeys(PAGES.values()):
-        path = ROOT / page
-        text = new = path.read_text()
-        for name in (n for n, p in PAGES.items() if p == page):
-            new = replace_block(new, name, made[name])
-        if new != text:
-            stale.append(page)
-            if not args.check:
-                atomic_write_text(path, new)
-    figure = str(FIGURE.relative_to(ROOT))
-    if figure_stale(numbers):  # its numbers, or the PNG not drawn from them
-        stale.append(figure)
-    if not args.check:
-        if not FIGURE_CSV.is_file() or FIGURE_CSV.read_text() != numbers:
-            atomic_write_text(FIGURE_CSV, numbers)
-        png = draw(found, numbers)
-        if not FIGURE.is_file() or FIGURE.read_bytes() != png:
-            FIGURE.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(FIGURE, png)
-            stale += [] if figure in stale else [figure]
-    if args.check and stale:
-        print(f"stale against {args.file}: {', '.join(stale)} (make results-page)")
-        return 1
-    print(("rewrote: " + ", ".join(stale)) if stale and not args.check else "up to date")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

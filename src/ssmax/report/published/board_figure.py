@@ -1,6 +1,6 @@
 """The leaderboard's figure (issue 60 item 4): NIAH accuracy by context for every law, made from
-the published runs (report.published_runs) by `make results-page` (report.published: FIGURE with
-its CSV; report.published_board links it under the leaderboard with its caption).
+the published runs (report.published.runs) by `make results-page` (report.published: FIGURE with
+its CSV; report.published.board links it under the leaderboard with its caption).
 
 Per law, its mean NIAH accuracy at each evaluated context (theta x50, after SFT) over
 the seeds that hold every context, with the 95% t-interval as a band (3 seeds or more; fewer: a
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ssmax.config.variants import by_letter, color, facts, label, ordered
 from ssmax.report.plotting import new_figure
-from ssmax.report.published_runs import Run, Source, load_run, sources, span
+from ssmax.report.published.runs import Run, Source, load_run, sources, span
 from ssmax.verdicts.published_file import ROOT
 from ssmax.verdicts.stats import Interval
 
