@@ -187,12 +187,14 @@ def test_a_run_is_placed_against_the_published_seeds(tmp_path: Path) -> None:
     assert PUBLISHED.exists()
 
 
+FOLDER = "<a folder>"  # bad_input makes a folder where the file should be
 RUN = {"preset": "tiny", "seeds": [3, 4], "train_len": 128, "commit": "abc1234",
        "date": "2026-11-29"}  # fmt: skip
 ONE = {"a_softmax": {"needle top mean": {"3": 0.5}}, "b_ssmax": {"needle top mean": {"3": 0.9}}}
 # (id, the file's text (None: no file), what the line says); every case under every mode
 BAD_FILES = [
     ("missing", None, "no such file"),
+    ("a-folder", FOLDER, "a folder; allowed: a results.json file"),
     ("empty", "", "empty"),
     ("blank", "  \n", "empty"),
     ("not-json", "{results: nope", "not JSON"),
@@ -229,7 +231,9 @@ def bad_input(tmp_path: Path, text: str | None, argv: list[str], monkeypatch: py
     import ssmax.report.published.__main__ as published
 
     path = tmp_path / "results.json"
-    if text is not None:
+    if text == FOLDER:
+        path.mkdir()
+    elif text is not None:
         path.write_text(text)
     writes: list = []
     monkeypatch.setattr(published, "atomic_write_json", lambda *a, **k: writes.append(a))

@@ -77,6 +77,8 @@ CASES = [
     ("depths-twice", ["eval.niah.depths=[0.5,0.5]"], "eval.niah.depths=[0.5, 0.5] has 0.5 twice"),
     ("variant-unknown", ["variant=zzz"], "variant='zzz' is unknown"),
     ("preset-unknown", ["preset=zzz"], "preset='zzz' is unknown; allowed: gpu1, paper, smoke, tiny"),
+    ("pipeline-unknown", ["pipeline.file=papr"], "pipeline.file='papr' is unknown (did you mean 'paper'?); allowed: paper, rival_laws, scaling_laws, or a path to a .yaml file"),
+    ("pipeline-file-missing", ["pipeline.file=/nonexistent/p.yaml"], "pipeline.file='/nonexistent/p.yaml': no such file"),
     ("objective-unknown", ["objective=bogus"], "objective='bogus'; allowed"),
     ("key-misspelled", ["trainer.pretrain.lrr=1"], "trainer.pretrain.lrr is not a config key; nearest: trainer.pretrain.lr"),
     ("profile-unknown", ["executor=slurm", "executor/slurm/profile=zzz"], "executor/slurm/profile='zzz' is unknown; allowed: gpu8, local"),

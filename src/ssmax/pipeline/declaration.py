@@ -60,9 +60,13 @@ def available() -> list[str]:
 def load(name: str) -> Declaration:
     """pipelines/<name>.yaml, or a path to a YAML file; checked before any work."""
     path = Path(name) if name.endswith((".yaml", ".yml")) else PIPELINES_DIR / f"{name}.yaml"
-    if not path.exists():
-        near = difflib.get_close_matches(name, available(), n=3)
-        raise ValueError(f"pipeline.file={name!r} is unknown; did you mean {near or available()}?")
+    if not path.is_file():
+        if name.endswith((".yaml", ".yml")):
+            raise ValueError(f"pipeline.file={name!r}: no such file")
+        near = difflib.get_close_matches(name, available(), n=1)
+        guess = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"pipeline.file={name!r} is unknown{guess}; allowed: "
+                         f"{', '.join(available())}, or a path to a .yaml file")  # fmt: skip
     raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     allowed = [f.name for f in fields(Declaration) if f.name != "name"]
     unknown = sorted(set(raw) - set(allowed))

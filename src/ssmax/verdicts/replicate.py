@@ -125,6 +125,8 @@ def read_json(path: Path) -> dict:
     """A JSON object from a file; one line naming the file where it is missing, empty, not
     JSON or not an object."""
     path = Path(path)
+    if path.is_dir():
+        raise SystemExit(f"{path}: a folder; allowed: a results.json file")
     if not path.is_file():
         raise SystemExit(f"{path}: no such file")
     text = path.read_text(errors="replace")
