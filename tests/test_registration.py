@@ -63,6 +63,8 @@ def test_a_bad_registration_is_one_line(tmp_path: Path) -> None:
         load(bad)
     with pytest.raises(SystemExit, match="no registration at"):
         load(tmp_path / "missing.json")
+    with pytest.raises(SystemExit, match="is a folder; a registration is its .json file: docs/"):
+        load(tmp_path)  # the folder docs/registration/ given for a file of it
 
 
 @pytest.mark.parametrize("entry", ["run", "judge", "equivalence", "power"])

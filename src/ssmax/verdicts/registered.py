@@ -79,6 +79,9 @@ def load(path: Path = REGISTRATION) -> Registration:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise SystemExit(f"no registration at {path}; registered: {_known()}") from None
+    except IsADirectoryError:
+        raise SystemExit(f"{path} is a folder; a registration is its .json file: "
+                         f"{_known()}") from None  # fmt: skip
     except json.JSONDecodeError as e:  # its page (.md) given for it, most likely
         raise SystemExit(f"{path} is not JSON ({e.msg}, line {e.lineno}); a registration is "
                          f"its .json file: {_known()}") from None  # fmt: skip
