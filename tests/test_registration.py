@@ -113,6 +113,17 @@ def test_a_seed_runs_at_the_registered_commit_and_is_recorded(tmp_path: Path) ->
     assert record_path(reg, "cpu", 0).stat().st_mtime_ns == before
 
 
+def test_a_finished_run_makes_no_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make confirm` on a run whose every seed has a record (the confirmatory cpu run, 24 of
+    24) says so and clones nothing: the checkout's make setup took minutes for no seed."""
+    work = tmp_path / "work"
+    assert run_main(["cpu", "--workdir", str(work)]) == 0
+    assert not work.exists()
+    assert capsys.readouterr().out.endswith(": 24 seeds recorded, 0 to go\n")
+
+
 def test_a_seed_that_fails_twice_is_recorded_and_a_spare_takes_its_place(tmp_path: Path) -> None:
     path = smoke_registration(tmp_path, variants=["no_such_variant"])
     reg = load(path)
