@@ -59,9 +59,10 @@ def available() -> list[str]:
 
 def load(name: str) -> Declaration:
     """pipelines/<name>.yaml, or a path to a YAML file; checked before any work."""
-    path = Path(name) if name.endswith((".yaml", ".yml")) else PIPELINES_DIR / f"{name}.yaml"
+    given = name.endswith((".yaml", ".yml"))  # a path, not a name of pipelines/
+    path = Path(name) if given else PIPELINES_DIR / f"{name}.yaml"
     if not path.is_file():
-        if name.endswith((".yaml", ".yml")):
+        if given:
             raise ValueError(f"pipeline.file={name!r}: no such file")
         near = difflib.get_close_matches(name, available(), n=1)
         guess = f" (did you mean {near[0]!r}?)" if near else ""

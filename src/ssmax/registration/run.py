@@ -172,10 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--max-seeds must be >= 0 (got {args.max_seeds})")
     args.workdir = args.workdir or workdir_of(reg)
     run = DESIGN if args.design else args.run  # the records' folder
-    # a finished run needs no checkout: its clone and make setup take minutes
-    code, made = (checkout(reg, args.workdir, args.python) if to_run(reg, run) else None), 0
+    code, made = None, 0
     while (todo := to_run(reg, run)) and not (args.max_seeds and made >= args.max_seeds):
-        assert code is not None
+        # made at the first seed: a finished run needs none (its clone and make setup: minutes)
+        code = code or checkout(reg, args.workdir, args.python)
         seed = todo[0]
         print(f"seed {seed}: running ({len(todo)} of {len(planned(reg, run))} to go)",
               flush=True)  # fmt: skip
